@@ -139,4 +139,3 @@ func (p *process) waitUntil(ctx context.Context, interval time.Duration, ready f
 		}
 	}
 }
-
