@@ -1,0 +1,62 @@
+// Package reflector keeps a local store in step with one collection of the
+// Kubernetes API server, through list and watch requests, whatever the
+// network and the server do.
+//
+// A Reflector[T] reads through a ListerWatcher[T] (FromTyped, FromDynamic
+// and FromMetadata adapt client-go's clients in one line) and writes to a
+// Store[T], typically a deltafifo. Run is an explicit state machine:
+//
+//   - Listing. A streaming list (a watch with sendInitialEvents) where the
+//     server supports it: the objects arrive as events and end with a
+//     bookmark annotated "k8s.io/initial-events-end". Otherwise, or with
+//     Config.WatchList set to WatchListOff, a paginated LIST whose first
+//     request asks for resourceVersion "0" so that the watch cache answers.
+//   - Watching from the list's resourceVersion, with bookmarks and a random
+//     timeout, again and again from the last resourceVersion applied.
+//   - Relisting when the server no longer has that resourceVersion.
+//   - Backing off between attempts after a failure.
+//
+// # Guarantees
+//
+//   - A list reaches the store as one Store.Replace carrying every object
+//     of the list and the list's resourceVersion; pages and streamed
+//     objects are never stored on their own. Then each watch event is one
+//     Add (Added), Update (Modified) or Delete (Deleted), in the server's
+//     order.
+//   - No change is lost or applied twice: a new watch starts from the
+//     resourceVersion of the last event (or bookmark) the store accepted.
+//     When a store call fails, the event is delivered again by the next
+//     watch.
+//   - 410 Gone / Expired relists at the last resourceVersion (the watch
+//     cache answers, and the result is never older than the store); if that
+//     is gone too, or the server says the resourceVersion is too large
+//     (after a restore or behind a lagging server), it relists at the most
+//     recent one. An expired continue token restarts the list at the most
+//     recent resourceVersion, and the second time asks for the whole list in
+//     one response. None of these waits, unless they repeat with no watch
+//     event in between.
+//   - Every other failure backs off: delays from 800ms doubling to 30s, with
+//     jitter, back to 800ms after two healthy minutes (see Backoff). A
+//     server's Retry-After is honoured up to the maximum delay. A watch the
+//     server ends on schedule is reopened at once; one that ends within a
+//     second without any event counts as a failure, so the reflector never
+//     spins.
+//   - 401 and 403 answers become an *AccessError (errors.Is ErrUnauthorized
+//     or ErrForbidden), visible in Health().LastError and passed to
+//     Config.OnError as soon as the server answers; the reflector keeps
+//     retrying with backoff, so fixing RBAC is enough to recover.
+//   - Config.Transform runs on every object before the store sees it.
+//   - Run starts no goroutine and returns when its context is done; Health
+//     and LastSyncResourceVersion are safe from any goroutine. The
+//     reflector calls the store, Transform and OnError from Run's goroutine
+//     only, one at a time, with no lock held.
+//   - Objects handed to the store belong to it: the reflector keeps no
+//     reference and never changes them afterwards.
+//
+// # Costs
+//
+// A list is held in memory once while it is assembled (the items of every
+// page, or the streamed objects) and handed to Replace without copying. Per
+// watch event the reflector does a type assertion, the transform, the store
+// call and one short critical section to update Health.
+package reflector

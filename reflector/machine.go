@@ -1,0 +1,549 @@
+package reflector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// The list-watch cycle is a state machine. Each state below is one step:
+// run it and it returns the next state, nil to stop.
+//
+//	streaming ──initial-events-end──▶ watching (same stream)
+//	    │ rejected as invalid (auto mode)      ▲ │ ends after a while: watching again
+//	    ▼                                      │ │ 410 Gone: streaming or listing
+//	listing ───────all pages stored────────────┘ │ other errors:
+//	                                             ▼
+//	                        backingOff ──delay──▶ the state that failed
+type state interface{ isState() }
+
+// listing fetches a complete list with paginated LIST requests.
+type listing struct {
+	// rv is the list's resourceVersion: "0" for any (the watch cache
+	// answers), "" for the most recent (a consistent read), anything else
+	// for "not older than".
+	rv string
+	// whole asks for the list in one response: set after a continue token
+	// expired twice, so a list too slow to page through still succeeds.
+	whole bool
+	// restarted is set after a continue token expired once.
+	restarted bool
+}
+
+// streaming fetches a complete list as the initial events of a watch
+// (sendInitialEvents), then keeps that watch.
+type streaming struct {
+	rv string // as in listing, "" for the most recent
+}
+
+// watching watches from the last synced resourceVersion. A stream carried
+// over from streaming comes with it; otherwise a new watch is opened.
+type watching struct {
+	w      watch.Interface    // open stream, or nil
+	cancel context.CancelFunc // ends w's request; set iff w is
+	start  time.Time          // when w was requested
+}
+
+// backingOff waits delay, then goes to next.
+type backingOff struct {
+	delay time.Duration
+	next  state
+}
+
+func (listing) isState()    {}
+func (streaming) isState()  {}
+func (watching) isState()   {}
+func (backingOff) isState() {}
+
+// machine is the state of one Run: owned by the Run goroutine, so not
+// locked. What other goroutines may read lives in Reflector.health.
+type machine[T Object] struct {
+	r   *Reflector[T]
+	cfg Config[T] // with defaults applied
+
+	backoff backoff
+	// streamUnsupported is set in WatchListAuto mode once the server has
+	// rejected a streaming list; the rest of Run uses LIST.
+	streamUnsupported bool
+	// serverPaginates is set when a LIST at resourceVersion "0" returned a
+	// continue token: the watch cache is off for this resource, so every
+	// list is paginated.
+	serverPaginates bool
+	// expiredInARow counts expired or too large resourceVersions since the
+	// last watch event; past one, relists wait a backoff delay.
+	expiredInARow int
+	// lastRV mirrors health.LastResourceVersion; synced mirrors health.Synced.
+	lastRV string
+	synced bool
+	// rand returns a number in [0, 1), for watch timeouts.
+	rand func() float64
+}
+
+func (r *Reflector[T]) newMachine() (*machine[T], error) {
+	cfg, err := r.cfg.validate()
+	if err != nil {
+		return nil, err
+	}
+	return &machine[T]{r: r, cfg: cfg, backoff: newBackoff(cfg.Backoff), rand: rand.Float64}, nil
+}
+
+func (m *machine[T]) run(ctx context.Context) {
+	var s state = listing{rv: "0"}
+	if m.cfg.WatchList != WatchListOff {
+		s = streaming{rv: ""}
+	}
+	for s != nil {
+		if ctx.Err() != nil {
+			if w, ok := s.(watching); ok && w.w != nil {
+				w.w.Stop()
+				w.cancel()
+			}
+			return
+		}
+		s = m.step(ctx, s)
+	}
+}
+
+func (m *machine[T]) step(ctx context.Context, s state) state {
+	switch s := s.(type) {
+	case listing:
+		return m.list(ctx, s)
+	case streaming:
+		return m.stream(ctx, s)
+	case watching:
+		return m.watch(ctx, s)
+	case backingOff:
+		return m.wait(ctx, s)
+	}
+	panic(fmt.Sprintf("reflector: unknown state %T", s))
+}
+
+// relist is where to go for a new complete list at rv.
+func (m *machine[T]) relist(rv string) state {
+	if m.cfg.WatchList == WatchListOn || (m.cfg.WatchList == WatchListAuto && !m.streamUnsupported) {
+		return streaming{rv: rv}
+	}
+	return listing{rv: rv}
+}
+
+// list runs a listing step.
+func (m *machine[T]) list(ctx context.Context, s listing) state {
+	m.setState(StateListing)
+	opts := m.options()
+	opts.ResourceVersion = s.rv
+	if m.cfg.PageSize > 0 && !s.whole && (s.rv == "" || s.rv == "0" || m.serverPaginates) {
+		opts.Limit = m.cfg.PageSize
+	}
+	var (
+		items []T
+		rv    string
+	)
+	for first := true; ; first = false {
+		page, lm, err := m.r.lw.List(ctx, opts)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if opts.Continue != "" && classify(err) == failExpired {
+				// The snapshot behind the continue token was compacted away.
+				// Start again at the most recent version; the second time,
+				// in one response.
+				m.r.log.V(2).Info("continue token expired, listing again", "err", err)
+				m.countExpired()
+				return listing{rv: "", restarted: true, whole: s.restarted}
+			}
+			return m.listFailed(err, s)
+		}
+		m.heard()
+		if first {
+			rv = lm.ResourceVersion
+			if s.rv == "0" && lm.Continue != "" && opts.Limit > 0 {
+				m.serverPaginates = true
+			}
+			items = make([]T, 0, capacity(len(page), lm.RemainingItemCount))
+		}
+		for _, obj := range page {
+			if isNil(obj) {
+				return m.fail("list", errors.New("the list holds a nil item"), s)
+			}
+			obj, err := applyTransform(obj, m.cfg.Transform)
+			if err != nil {
+				return m.fail("list", err, s)
+			}
+			items = append(items, obj)
+		}
+		if lm.Continue == "" {
+			break
+		}
+		if lm.Continue == opts.Continue {
+			return m.fail("list", fmt.Errorf("the server returned the same continue token twice: %q", lm.Continue), s)
+		}
+		opts.Continue = lm.Continue
+		opts.ResourceVersion = "" // the token carries it
+	}
+	if err := m.r.store.Replace(items, rv); err != nil {
+		return m.fail("store", fmt.Errorf("replace: %w", err), s)
+	}
+	m.stored(rv, false)
+	m.r.log.V(2).Info("listed", "resourceVersion", rv, "items", len(items), "paginated", opts.Limit > 0)
+	return watching{}
+}
+
+func (m *machine[T]) listFailed(err error, s listing) state {
+	switch classify(err) {
+	case failExpired, failTooLarge:
+		if s.rv != "" {
+			m.r.log.V(2).Info("resourceVersion unavailable, listing the most recent", "resourceVersion", s.rv, "err", err)
+			m.countExpired()
+			return listing{rv: ""}
+		}
+	}
+	return m.fail("list", err, s)
+}
+
+// capacity guesses a list's length from its first page, within reason.
+func capacity(first int, remaining *int64) int {
+	if remaining == nil || *remaining <= 0 {
+		return first
+	}
+	return first + int(min(*remaining, 1<<20))
+}
+
+// stream runs a streaming step.
+func (m *machine[T]) stream(ctx context.Context, s streaming) state {
+	m.setState(StateListing)
+	opts := m.options()
+	opts.ResourceVersion = s.rv
+	opts.ResourceVersionMatch = metav1.ResourceVersionMatchNotOlderThan
+	yes := true
+	opts.SendInitialEvents = &yes
+	opts.AllowWatchBookmarks = true
+	wctx, cancel := m.watchContext(ctx, &opts)
+	start := time.Now()
+	w, err := m.r.lw.Watch(wctx, opts)
+	if err == nil && isNil(w) {
+		err = errNilWatch
+	}
+	if err != nil {
+		cancel()
+		if ctx.Err() != nil {
+			return nil
+		}
+		return m.streamFailed(err, s)
+	}
+	stop := func() { w.Stop(); cancel() }
+	var buf initialEvents[T]
+	for {
+		var e watch.Event
+		var ok bool
+		select {
+		case <-ctx.Done():
+			stop()
+			return nil
+		case e, ok = <-w.ResultChan():
+		}
+		if !ok {
+			stop()
+			if ctx.Err() != nil {
+				return nil
+			}
+			err := fmt.Errorf("the stream ended after %d objects, before the end of its initial events", len(buf.items))
+			if m.cfg.WatchList == WatchListAuto {
+				m.r.log.V(1).Info("streaming list failed, falling back to LIST for this list", "err", err)
+				return m.fallback(s)
+			}
+			return m.fail("watch", err, s)
+		}
+		m.heard()
+		if e.Type == watch.Error {
+			stop()
+			return m.streamFailed(apierrors.FromObject(e.Object), s)
+		}
+		ev, err := decode(e, m.cfg.Transform)
+		if err != nil {
+			stop()
+			return m.fail("watch", err, s)
+		}
+		switch ev := ev.(type) {
+		case added[T]:
+			buf.add(ev.obj)
+		case modified[T]:
+			buf.set(ev.obj)
+		case deleted[T]:
+			buf.remove(ev.obj)
+		case bookmark:
+			if !ev.initialEventsEnd {
+				continue
+			}
+			if err := m.r.store.Replace(buf.items, ev.rv); err != nil {
+				stop()
+				return m.fail("store", fmt.Errorf("replace: %w", err), s)
+			}
+			m.stored(ev.rv, true)
+			m.r.log.V(2).Info("listed by streaming", "resourceVersion", ev.rv, "items", len(buf.items))
+			return watching{w: w, cancel: cancel, start: start}
+		}
+	}
+}
+
+var errNilWatch = errors.New("the ListerWatcher returned a nil watch and no error")
+
+func (m *machine[T]) streamFailed(err error, s streaming) state {
+	switch classify(err) {
+	case failExpired, failTooLarge:
+		if s.rv != "" {
+			m.r.log.V(2).Info("resourceVersion unavailable, streaming the most recent", "resourceVersion", s.rv, "err", err)
+			m.countExpired()
+			return streaming{rv: ""}
+		}
+	case failUnsupported:
+		if m.cfg.WatchList == WatchListAuto {
+			m.r.log.V(1).Info("the server rejected a streaming list, using LIST from now on", "err", err)
+			m.streamUnsupported = true
+			return m.fallback(s)
+		}
+	}
+	return m.fail("watch", err, s)
+}
+
+// fallback is the listing that replaces a streaming list.
+func (m *machine[T]) fallback(s streaming) state {
+	if s.rv == "" && !m.synced {
+		return listing{rv: "0"}
+	}
+	return listing{rv: s.rv}
+}
+
+// watch runs a watching step.
+func (m *machine[T]) watch(ctx context.Context, s watching) state {
+	w, cancel, start := s.w, s.cancel, s.start
+	if w == nil {
+		opts := m.options()
+		opts.ResourceVersion = m.lastRV
+		opts.AllowWatchBookmarks = true
+		wctx, c := m.watchContext(ctx, &opts)
+		start = time.Now()
+		var err error
+		w, err = m.r.lw.Watch(wctx, opts)
+		if err == nil && isNil(w) {
+			err = errNilWatch
+		}
+		if err != nil {
+			c()
+			if ctx.Err() != nil {
+				return nil
+			}
+			return m.watchFailed(err)
+		}
+		cancel = c
+		m.r.update(func(h *Health) { h.Stats.Watches++ })
+	}
+	defer cancel()
+	defer w.Stop()
+	m.setState(StateWatching)
+	m.backoff.healthyAt(time.Now())
+	// Watching without a resourceVersion (only with ListerWatchers that
+	// provide none) replays the collection in no particular order: its
+	// resourceVersions say nothing about progress.
+	fromScratch := m.lastRV == ""
+	events := 0
+	// A watch that stays open past shortWatch is progress, even without
+	// events: a quiet collection is not a failing one.
+	settled := time.NewTimer(shortWatch)
+	defer settled.Stop()
+	for {
+		var e watch.Event
+		var ok bool
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-settled.C:
+			m.r.update(func(h *Health) { h.ConsecutiveFailures = 0 })
+			continue
+		case e, ok = <-w.ResultChan():
+		}
+		if !ok {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if events == 0 && time.Since(start) < shortWatch {
+				return m.fail("watch", errShortWatch, watching{})
+			}
+			m.r.log.V(4).Info("watch ended, watching again", "events", events)
+			return watching{}
+		}
+		events++
+		if e.Type == watch.Error {
+			m.heard()
+			return m.watchFailed(apierrors.FromObject(e.Object))
+		}
+		ev, err := decode(e, m.cfg.Transform)
+		if err != nil {
+			m.heard()
+			return m.fail("watch", err, watching{})
+		}
+		if err := m.apply(ev); err != nil {
+			m.heard()
+			return m.fail("store", err, watching{})
+		}
+		rv := ev.resourceVersion()
+		if fromScratch {
+			rv = ""
+		}
+		m.progress(rv, ev)
+	}
+}
+
+var errShortWatch = fmt.Errorf("the watch ended within %v without any event", shortWatch)
+
+func (m *machine[T]) watchFailed(err error) state {
+	var next state
+	switch classify(err) {
+	case failExpired:
+		// A list at the last resourceVersion is served from the watch
+		// cache and cannot go back in time.
+		next = m.relist(m.lastRV)
+	case failTooLarge:
+		// This server is behind the resourceVersion we have: only the most
+		// recent one is safe.
+		next = m.relist("")
+	default:
+		return m.fail("watch", err, watching{})
+	}
+	m.countExpired()
+	m.expiredInARow++
+	if m.expiredInARow > 1 {
+		// Expired again with no event in between: do not spin.
+		return m.fail("watch", err, next)
+	}
+	m.r.log.V(2).Info("watch resourceVersion unavailable, relisting", "resourceVersion", m.lastRV, "err", err)
+	return next
+}
+
+// apply hands one watch event to the store.
+func (m *machine[T]) apply(ev event[T]) error {
+	switch ev := ev.(type) {
+	case added[T]:
+		return m.r.store.Add(ev.obj)
+	case modified[T]:
+		return m.r.store.Update(ev.obj)
+	case deleted[T]:
+		return m.r.store.Delete(ev.obj)
+	case bookmark:
+		if m.r.bookmarks != nil {
+			return m.r.bookmarks.Bookmark(ev.rv)
+		}
+	}
+	return nil
+}
+
+// wait runs a backingOff step.
+func (m *machine[T]) wait(ctx context.Context, s backingOff) state {
+	t := time.NewTimer(s.delay)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-t.C:
+		return s.next
+	}
+}
+
+// fail records err, reports it, and returns the backoff before retry.
+func (m *machine[T]) fail(verb string, err error, retry state) state {
+	if classify(err) == failAccess {
+		err = &AccessError{Name: m.r.name, Verb: verb, Reason: apierrors.ReasonForError(err), Err: err}
+	} else {
+		err = fmt.Errorf("reflector: %s: %s: %w", m.r.name, verb, err)
+	}
+	now := time.Now()
+	d := m.backoff.failAt(now)
+	if s, ok := apierrors.SuggestsClientDelay(err); ok && s > 0 {
+		d = max(d, min(time.Duration(s)*time.Second, m.cfg.Backoff.Max))
+	}
+	var failures int
+	m.r.update(func(h *Health) {
+		h.State = StateBackingOff
+		h.RetryAt = now.Add(d)
+		h.LastError = err
+		h.ConsecutiveFailures++
+		h.Stats.Failures++
+		failures = h.ConsecutiveFailures
+	})
+	m.r.log.V(1).Info("failed, backing off", "err", err, "delay", d, "consecutiveFailures", failures)
+	if m.cfg.OnError != nil {
+		m.cfg.OnError(err)
+	}
+	return backingOff{delay: d, next: retry}
+}
+
+// options returns the ListOptions common to every request.
+func (m *machine[T]) options() metav1.ListOptions {
+	return metav1.ListOptions{LabelSelector: m.cfg.LabelSelector, FieldSelector: m.cfg.FieldSelector}
+}
+
+// watchContext sets a random timeout in opts and returns the context for
+// the watch request: it ends watchGrace after that timeout.
+func (m *machine[T]) watchContext(ctx context.Context, opts *metav1.ListOptions) (context.Context, context.CancelFunc) {
+	timeout := m.cfg.MinWatchTimeout + time.Duration(m.rand()*float64(m.cfg.MinWatchTimeout))
+	secs := max(1, int64(timeout/time.Second))
+	opts.TimeoutSeconds = &secs
+	return context.WithTimeout(ctx, time.Duration(secs)*time.Second+watchGrace)
+}
+
+func (m *machine[T]) setState(s State) {
+	m.r.update(func(h *Health) { h.State = s; h.RetryAt = time.Time{} })
+}
+
+// heard records that the server answered.
+func (m *machine[T]) heard() {
+	now := time.Now()
+	m.r.update(func(h *Health) { h.LastEventTime = now })
+}
+
+// stored records a complete list handed to the store.
+func (m *machine[T]) stored(rv string, streamed bool) {
+	m.lastRV, m.synced = rv, true
+	now := time.Now()
+	m.r.update(func(h *Health) {
+		h.Synced = true
+		h.LastResourceVersion = rv
+		h.LastEventTime = now
+		h.ConsecutiveFailures = 0
+		if streamed {
+			h.Stats.StreamingLists++
+		} else {
+			h.Stats.Lists++
+		}
+	})
+}
+
+// progress records a watch event applied to the store; rv is "" when it
+// says nothing about progress.
+func (m *machine[T]) progress(rv string, ev event[T]) {
+	if rv != "" {
+		m.lastRV = rv
+	}
+	m.expiredInARow = 0
+	_, isBookmark := ev.(bookmark)
+	now := time.Now()
+	m.r.mu.Lock()
+	h := &m.r.health
+	h.LastEventTime = now
+	h.LastResourceVersion = m.lastRV
+	h.ConsecutiveFailures = 0
+	if !isBookmark {
+		h.Stats.Events++
+	}
+	m.r.mu.Unlock()
+}
+
+func (m *machine[T]) countExpired() {
+	m.r.update(func(h *Health) { h.Stats.Expired++ })
+}

@@ -1,0 +1,340 @@
+package reflector
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Store receives what the reflector learns. Add is called for watch Added
+// events, Update for Modified, Delete for Deleted (with the object's last
+// state), and Replace once per complete list, with every object of the list
+// and the list's resourceVersion. The reflector calls it from its Run
+// goroutine only, never concurrently, and holds no lock while doing so.
+//
+// An error fails the list or watch in progress; the reflector backs off and
+// retries (a failed Replace is retried as a whole relist).
+type Store[T any] interface {
+	Add(obj T) error
+	Update(obj T) error
+	Delete(obj T) error
+	Replace(objs []T, resourceVersion string) error
+}
+
+// BookmarkStore is an optional interface of a Store: when the store has it,
+// the reflector calls Bookmark with the resourceVersion of every watch
+// bookmark, so the store can tell how far it is in step with the server even
+// when no object changes.
+type BookmarkStore interface {
+	Bookmark(resourceVersion string) error
+}
+
+// WatchListMode selects how the reflector fetches a full list.
+type WatchListMode int
+
+const (
+	// WatchListAuto streams the list (a watch with sendInitialEvents) and falls
+	// back to a paginated LIST when the server rejects such a watch as
+	// invalid, which it does when its WatchList feature is off; the fallback
+	// then holds for the rest of Run. It also falls back, for one list, when a
+	// stream ends before the server marked the end of the initial events.
+	WatchListAuto WatchListMode = iota
+	// WatchListOn always streams; failures are retried with backoff.
+	WatchListOn
+	// WatchListOff always uses paginated LIST requests. Use it with fake
+	// clients that ignore sendInitialEvents.
+	WatchListOff
+)
+
+func (m WatchListMode) String() string {
+	switch m {
+	case WatchListAuto:
+		return "auto"
+	case WatchListOn:
+		return "on"
+	case WatchListOff:
+		return "off"
+	}
+	return fmt.Sprintf("WatchListMode(%d)", int(m))
+}
+
+// Config configures a Reflector. The zero value works: every zero field
+// means the documented default.
+type Config[T Object] struct {
+	// Name identifies the reflector in logs and errors. Default: the Go type
+	// of T, such as "*v1.ConfigMap".
+	Name string
+
+	// Transform, if set, is applied to every object before the store sees it:
+	// list items and the objects of Added, Modified and Deleted events. It
+	// may change obj in place and return it, or return another object; it
+	// must not return nil. An error fails the list or watch in progress,
+	// which is retried with backoff. StripManagedFields is a ready one.
+	Transform func(obj T) (T, error)
+
+	// LabelSelector and FieldSelector restrict the objects the reflector
+	// lists and watches, in the syntax of kubectl's --selector and
+	// --field-selector. Run returns an error if one does not parse.
+	LabelSelector string
+	FieldSelector string
+
+	// PageSize is the limit of each LIST page. 0 means 500; a negative value
+	// asks for whole lists. Lists at a known resourceVersion are not
+	// paginated unless the server showed it paginates lists at "0", so that
+	// they are served from the watch cache.
+	PageSize int64
+
+	// WatchList selects streaming lists or paginated LISTs. Default:
+	// WatchListAuto.
+	WatchList WatchListMode
+
+	// Backoff configures the delays between retries after failures.
+	Backoff Backoff
+
+	// MinWatchTimeout is the shortest timeout asked of the server for a watch;
+	// each watch gets one at random in [MinWatchTimeout, 2·MinWatchTimeout),
+	// which spreads reconnections. When a watch ends this way the reflector
+	// watches again at once from where it was. Default: 5 minutes. The
+	// reflector also gives up on a watch 30s after its timeout if the server
+	// failed to close it.
+	MinWatchTimeout time.Duration
+
+	// Logger receives the reflector's logs. Default: discard.
+	Logger logr.Logger
+
+	// OnError, if set, is called with every error that makes the reflector
+	// back off, including *AccessError, from the Run goroutine and without
+	// any lock held. It must return quickly.
+	OnError func(error)
+}
+
+const (
+	defaultPageSize        = 500
+	defaultMinWatchTimeout = 5 * time.Minute
+	// watchGrace is how long after its requested timeout the reflector waits
+	// for the server to end a watch before ending it itself.
+	watchGrace = 30 * time.Second
+	// shortWatch: a watch that ends sooner than this without any event is a
+	// failure (backoff), not a normal end, so a server that closes watches
+	// at once cannot make the reflector spin.
+	shortWatch = time.Second
+)
+
+// State is where a Reflector stands in its list-watch cycle.
+type State int
+
+const (
+	// StateStopped: Run has not been called, or has returned.
+	StateStopped State = iota
+	// StateListing: fetching a complete list, by paginated LIST or by the
+	// initial events of a streaming list.
+	StateListing
+	// StateWatching: a watch is open and its events reach the store.
+	StateWatching
+	// StateBackingOff: waiting before retrying after a failure.
+	StateBackingOff
+)
+
+func (s State) String() string {
+	switch s {
+	case StateStopped:
+		return "Stopped"
+	case StateListing:
+		return "Listing"
+	case StateWatching:
+		return "Watching"
+	case StateBackingOff:
+		return "BackingOff"
+	}
+	return fmt.Sprintf("State(%d)", int(s))
+}
+
+// Health is a snapshot of a Reflector's condition, from Reflector.Health.
+type Health struct {
+	State State
+	// Synced is true once a complete list has been handed to Store.Replace.
+	Synced bool
+	// LastResourceVersion is the resourceVersion the store has been brought
+	// up to: that of the last list, applied event or bookmark.
+	LastResourceVersion string
+	// LastEventTime is when the reflector last heard from the server: a list
+	// page, a watch event or a bookmark. Zero before the first.
+	LastEventTime time.Time
+	// LastError is the last error that made the reflector back off; it stays
+	// set after recovery (see ConsecutiveFailures). Forbidden and
+	// Unauthorized answers are *AccessError.
+	LastError error
+	// ConsecutiveFailures counts failures since the last progress: a stored
+	// list, a watch event, or a watch open for a second. 0 means the
+	// reflector is not failing now.
+	ConsecutiveFailures int
+	// RetryAt is when the next attempt starts, while State is
+	// StateBackingOff.
+	RetryAt time.Time
+	// Stats counts what happened since Run started.
+	Stats Stats
+}
+
+// Stats are cumulative counters of a Reflector.
+type Stats struct {
+	// Lists counts complete lists stored through paginated LIST requests.
+	Lists int64
+	// StreamingLists counts complete lists stored through streaming
+	// watch-list requests.
+	StreamingLists int64
+	// Watches counts watch requests opened (streaming lists not included).
+	Watches int64
+	// Events counts Added, Modified and Deleted events stored from watches.
+	Events int64
+	// Expired counts relists forced by an expired or too large
+	// resourceVersion (410 Gone and the like).
+	Expired int64
+	// Failures counts errors that made the reflector back off.
+	Failures int64
+}
+
+// Reflector keeps a Store in step with one collection of the API server: it
+// lists the collection, then watches it from the list's resourceVersion,
+// and lists again only when the server no longer has that history.
+//
+// The zero value is not usable: create one with New, start it with Run.
+// Health, LastSyncResourceVersion and Name are safe to call from any
+// goroutine at any time. The reflector itself starts no goroutine: all its
+// work happens in Run. Beyond a few words of state, it holds memory only
+// while a list is assembled: the list's items, until Store.Replace.
+type Reflector[T Object] struct {
+	lw        ListerWatcher[T]
+	store     Store[T]
+	bookmarks BookmarkStore // store as a BookmarkStore, or nil
+	cfg       Config[T]     // as given; defaults are applied in Run
+	name      string
+	log       logr.Logger
+
+	started atomic.Bool
+
+	mu     sync.Mutex
+	health Health // guarded by mu
+}
+
+// New returns a Reflector that keeps store in step with what lw serves. It
+// panics if lw or store is nil. Nothing happens until Run.
+func New[T Object](lw ListerWatcher[T], store Store[T], cfg Config[T]) *Reflector[T] {
+	if isNil(lw) {
+		panic("reflector: New called with a nil ListerWatcher")
+	}
+	if isNil(store) {
+		panic("reflector: New called with a nil Store")
+	}
+	name := cfg.Name
+	if name == "" {
+		name = reflect.TypeFor[T]().String()
+	}
+	r := &Reflector[T]{
+		lw:    lw,
+		store: store,
+		cfg:   cfg,
+		name:  name,
+		log:   cfg.Logger.WithValues("reflector", name),
+	}
+	r.bookmarks, _ = store.(BookmarkStore)
+	return r
+}
+
+// Name returns the reflector's name, Config.Name or its default.
+func (r *Reflector[T]) Name() string { return r.name }
+
+// Health returns a snapshot of the reflector's condition.
+func (r *Reflector[T]) Health() Health {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.health
+}
+
+// LastSyncResourceVersion returns the resourceVersion the store has been
+// brought up to, "" before the first list.
+func (r *Reflector[T]) LastSyncResourceVersion() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.health.LastResourceVersion
+}
+
+// Run lists, watches and feeds the store until ctx is done, then returns nil.
+// Failures do not end it: they are retried (see the package documentation).
+// It returns an error at once only if the Config is invalid (a selector that
+// does not parse, a bad Backoff) or if Run was called before
+// (ErrAlreadyStarted).
+func (r *Reflector[T]) Run(ctx context.Context) error {
+	if !r.started.CompareAndSwap(false, true) {
+		return ErrAlreadyStarted
+	}
+	m, err := r.newMachine()
+	if err != nil {
+		return err
+	}
+	r.log.V(2).Info("starting", "watchList", m.cfg.WatchList)
+	defer func() {
+		r.update(func(h *Health) { h.State = StateStopped; h.RetryAt = time.Time{} })
+		r.log.V(2).Info("stopped")
+	}()
+	m.run(ctx)
+	return nil
+}
+
+// update applies f to the health record under the lock.
+func (r *Reflector[T]) update(f func(h *Health)) {
+	r.mu.Lock()
+	f(&r.health)
+	r.mu.Unlock()
+}
+
+// validate returns cfg with defaults applied, or the first problem found.
+func (c Config[T]) validate() (Config[T], error) {
+	if _, err := labels.Parse(c.LabelSelector); err != nil {
+		return c, fmt.Errorf("reflector: invalid LabelSelector %q: %w", c.LabelSelector, err)
+	}
+	if _, err := fields.ParseSelector(c.FieldSelector); err != nil {
+		return c, fmt.Errorf("reflector: invalid FieldSelector %q: %w", c.FieldSelector, err)
+	}
+	switch {
+	case c.PageSize == 0:
+		c.PageSize = defaultPageSize
+	case c.PageSize < 0:
+		c.PageSize = 0
+	}
+	if c.WatchList < WatchListAuto || c.WatchList > WatchListOff {
+		return c, fmt.Errorf("reflector: invalid WatchList mode %v", c.WatchList)
+	}
+	b, err := c.Backoff.withDefaults()
+	if err != nil {
+		return c, err
+	}
+	c.Backoff = b
+	switch {
+	case c.MinWatchTimeout == 0:
+		c.MinWatchTimeout = defaultMinWatchTimeout
+	case c.MinWatchTimeout < 0:
+		return c, fmt.Errorf("reflector: negative MinWatchTimeout %v", c.MinWatchTimeout)
+	}
+	return c, nil
+}
+
+// isNil reports whether v is nil or holds a nil pointer, map, slice,
+// channel or function. Reflection here allocates nothing.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Chan, reflect.Func, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
+}
