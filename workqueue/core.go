@@ -1,0 +1,811 @@
+package workqueue
+
+// none marks an absent slot, lane or heap position.
+const none int32 = -1
+
+// Entry states. An entry exists for every item the queue holds (waiting to be handed out,
+// being processed, or scheduled for later) and for recently finished ones (cached). The
+// state says where the item is besides the delay heap; whether a delayed add is pending
+// is heapPos != none, independently.
+const (
+	stIdle       uint8 = iota // not queued, not in flight: only a delayed add is pending
+	stQueued                  // waiting in lane e.lane() to be handed out
+	stProcessing              // handed out, Done not yet called
+	stRedirty                 // handed out and added again; on Done it is queued in e.lane()
+	stCached                  // finished, nothing pending; kept so a re-add costs one lookup
+)
+
+// maxSlots bounds slot indexes, which are int32.
+const maxSlots = 1<<31 - 1
+
+// shrinkMin is the size below which the core never bothers to give memory back.
+const shrinkMin = 4096
+
+// entry is one item's bookkeeping. It lives in core.pages at a stable index (its slot).
+type entry[T comparable] struct {
+	item T
+	// heapPos is the entry's index in core.heap, or none when no delayed add is pending.
+	heapPos int32
+	// ls packs the state (top bits, see state) and a lane (low laneBits bits, see lane):
+	// in stQueued the lane the entry is linked into, in stRedirty the lane it returns to on
+	// Done, none otherwise. The lane holds a reference. Packing keeps an entry of a string
+	// item at 32 bytes.
+	ls int32
+	// prev and next link the entry into its lane (stQueued), into the in-flight list
+	// (stProcessing, stRedirty), into the cache list (stCached) or, via next, into the free
+	// list.
+	prev, next int32
+}
+
+const (
+	laneBits = 28
+	laneMask = 1<<laneBits - 1 // also the packed form of none
+	maxLanes = laneMask        // lanes in use at once
+)
+
+// state returns the entry's state.
+func (e *entry[T]) state() uint8 { return uint8(uint32(e.ls) >> laneBits) }
+
+// lane returns the entry's lane, or none.
+func (e *entry[T]) lane() int32 {
+	if l := e.ls & laneMask; l != laneMask {
+		return l
+	}
+	return none
+}
+
+// set sets the entry's state and lane (none allowed).
+func (e *entry[T]) set(st uint8, lane int32) {
+	e.ls = int32(uint32(st)<<laneBits | uint32(lane)&laneMask)
+}
+
+// setState changes the state and keeps the lane.
+func (e *entry[T]) setState(st uint8) { e.set(st, e.lane()) }
+
+// stamp holds an entry's timestamps (nanoseconds on the queue's monotonic clock). It is only
+// kept when the queue has metrics.
+type stamp struct {
+	added   int64 // when the entry last became pending
+	started int64 // when it was last handed out
+}
+
+// laneKey names a lane: the items of one priority and one fairness key.
+type laneKey struct {
+	prio int
+	key  string
+}
+
+// lane is a FIFO of queued entries sharing a priority and a fairness key.
+type lane struct {
+	laneKey
+	head, tail int32 // first and last queued entry, none when n == 0
+	n          int   // queued entries
+	// refs counts the entries whose lane or dlane names this lane; n <= refs. A lane with no
+	// references is freed (except lane 0, the default lane, which lives forever).
+	refs int
+	// rrPrev and rrNext link the lane into its level's round-robin ring while n > 0; next
+	// also links free lanes.
+	rrPrev, rrNext int32
+}
+
+// level is the set of lanes with queued items at one priority. Only non-empty levels exist.
+type level struct {
+	prio           int
+	rrHead, rrTail int32 // active lanes; the head lane is served next
+	n              int   // queued entries over all its lanes
+	// since is the handout count when this level was last served or became non-empty; the
+	// number of handouts from other levels it has waited through is handouts-since.
+	since uint64
+}
+
+// delayed is one element of the delay heap.
+type delayed struct {
+	at   int64 // deadline on the queue's monotonic clock
+	slot int32
+	// lane holds a lane reference: the lane the delayed add will queue into.
+	lane int32
+}
+
+// core is the queue's state machine: dedup, priorities with aging, fairness lanes, and
+// the delay heap.
+// It is not safe for concurrent use and calls no user code; Queue wraps it in a mutex.
+// Every method requires the caller to hold that mutex.
+//
+// Invariants:
+//   - an item is in index iff it has an entry; an entry is live iff it is queued, in
+//     flight or scheduled (heapPos != none), and is otherwise cached (st == stCached, in
+//     the cache list); live == len(index) - cached;
+//   - heap is a 4-ary min-heap on at, and heap[e(s).heapPos].slot == s;
+//   - cached <= max(keep, high): finished items are remembered up to the configured
+//     number or the peak live load, least recently finished evicted first; none when
+//     keep < 0;
+//   - ready == number of stQueued entries == sum of levels[i].n == sum of lane n;
+//   - inflight == number of stProcessing + stRedirty entries, redirty == number of stRedirty;
+//   - levels is sorted by priority, highest first, and holds exactly the non-empty levels.
+type core[T comparable] struct {
+	index map[T]int32
+	// pages hold the entries, pageSize each, so that growing allocates one page at a time
+	// (no copying, and at most one page of slack); nslots slots have been handed out.
+	pages  [][]entry[T]
+	nslots int32
+	free   int32 // head of the free slot list
+
+	stamps   []stamp // parallel to slots when timing is on, nil otherwise
+	timing   bool
+	oldest   int32 // in-flight list head (earliest handed out)
+	newest   int32 // in-flight list tail
+	startSum int64 // sum of started stamps of in-flight entries, when timing
+
+	lanes     []lane
+	freeLane  int32
+	laneIndex map[laneKey]int32 // every allocated lane but lane 0
+	levels    []level
+
+	heap []delayed // 4-ary min-heap on at
+
+	ready    int
+	inflight int
+	redirty  int
+
+	keep               int   // Config.KeepFinished after defaults; < 0 disables the cache
+	cached             int   // stCached entries
+	cacheOld, cacheNew int32 // cache list, least recently finished first
+
+	handouts uint64
+	aging    uint64 // a level waiting through this many other handouts is served next
+
+	// Memory give-back (see emptied): activations counts entries ever made live, high is
+	// the highest live count since the containers were made, and the current epoch started
+	// at activation epochStart with epochPeak its highest live count.
+	activations uint64
+	high        int
+	epochStart  uint64
+	epochPeak   int
+}
+
+func (c *core[T]) init(aging uint64, keep int, timing bool) {
+	c.keep = keep
+	c.index = make(map[T]int32)
+	c.free = none
+	c.timing = timing
+	c.oldest, c.newest = none, none
+	c.cacheOld, c.cacheNew = none, none
+	c.lanes = []lane{{head: none, tail: none, rrPrev: none, rrNext: none}}
+	c.freeLane = none
+	c.laneIndex = make(map[laneKey]int32)
+	c.aging = aging
+}
+
+// --- slots ---
+
+const (
+	pageBits = 10
+	pageSize = 1 << pageBits
+)
+
+// e returns the entry in slot s.
+func (c *core[T]) e(s int32) *entry[T] {
+	return &c.pages[s>>pageBits][s&(pageSize-1)]
+}
+
+func (c *core[T]) alloc(item T) int32 {
+	var s int32
+	if c.free != none {
+		s = c.free
+		c.free = c.e(s).next
+	} else {
+		if int(c.nslots) >= maxSlots {
+			panic("workqueue: more than 2^31-1 items")
+		}
+		s = c.nslots
+		if int(s)>>pageBits == len(c.pages) {
+			c.pages = append(c.pages, make([]entry[T], pageSize))
+		}
+		c.nslots++
+		if c.timing {
+			c.stamps = append(c.stamps, stamp{})
+		}
+	}
+	*c.e(s) = entry[T]{item: item, heapPos: none, prev: none, next: none}
+	c.e(s).set(stIdle, none)
+	c.index[item] = s
+	c.activated()
+	return s
+}
+
+// live returns the number of live (not cached) entries.
+func (c *core[T]) live() int { return len(c.index) - c.cached }
+
+// activated records that an entry became live.
+func (c *core[T]) activated() {
+	c.activations++
+	if n := c.live(); n > c.epochPeak {
+		c.epochPeak = n
+		if n > c.high {
+			c.high = n
+		}
+	}
+}
+
+// revive makes a cached entry live again (idle, to be queued or delayed by the caller).
+func (c *core[T]) revive(s int32) {
+	c.uncache(s)
+	c.activated()
+}
+
+// uncache takes an entry out of the cache list, leaving it idle.
+func (c *core[T]) uncache(s int32) {
+	e := c.e(s)
+	if e.prev != none {
+		c.e(e.prev).next = e.next
+	} else {
+		c.cacheOld = e.next
+	}
+	if e.next != none {
+		c.e(e.next).prev = e.prev
+	} else {
+		c.cacheNew = e.prev
+	}
+	e.prev, e.next = none, none
+	e.setState(stIdle)
+	c.cached--
+}
+
+// retire handles an entry that is neither queued nor in flight any more: it stays live if a
+// delayed add is pending; otherwise it is cached, evicting the least recently finished
+// entries beyond the bound, or freed when the cache is off.
+func (c *core[T]) retire(s int32) {
+	if c.e(s).heapPos != none {
+		c.e(s).setState(stIdle)
+		return
+	}
+	if c.keep < 0 {
+		c.release(s)
+		if c.live() == 0 {
+			c.emptied()
+		}
+		return
+	}
+	e := c.e(s)
+	e.setState(stCached)
+	e.next = none
+	e.prev = c.cacheNew
+	if c.cacheNew != none {
+		c.e(c.cacheNew).next = s
+	} else {
+		c.cacheOld = s
+	}
+	c.cacheNew = s
+	c.cached++
+	for c.cached > max(c.keep, c.high) {
+		old := c.cacheOld
+		c.uncache(old)
+		c.release(old)
+	}
+	if c.live() == 0 {
+		c.emptied()
+	}
+}
+
+// dropCache forgets every cached entry.
+func (c *core[T]) dropCache() {
+	for c.cacheOld != none {
+		s := c.cacheOld
+		c.uncache(s)
+		c.release(s)
+	}
+}
+
+// release frees an idle entry.
+func (c *core[T]) release(s int32) {
+	delete(c.index, c.e(s).item)
+	*c.e(s) = entry[T]{next: c.free}
+	c.free = s
+}
+
+// emptied runs when the last live entry is gone; it gives memory back when the containers are
+// far larger than the recent load needs. Time is measured in allocations: an epoch ends at
+// the first empty moment after 4·high allocations, and if the epoch's peak was below a
+// quarter of high (and high is at least shrinkMin), the containers are made anew. So a queue
+// whose load is stable never reallocates, one whose load fell keeps O(recent peak) memory,
+// and the cost of rebuilding is amortized over at least 4·high operations.
+func (c *core[T]) emptied() {
+	if c.activations-c.epochStart < 4*uint64(c.high) {
+		return
+	}
+	if c.high >= shrinkMin && 4*c.epochPeak < c.high {
+		c.cached = 0
+		c.cacheOld, c.cacheNew = none, none
+		c.index = make(map[T]int32)
+		c.pages = nil
+		c.nslots = 0
+		if c.timing {
+			c.stamps = nil
+		}
+		c.free = none
+		c.lanes = []lane{c.lanes[0]}
+		c.freeLane = none
+		c.laneIndex = make(map[laneKey]int32)
+		c.heap = nil
+		c.high = c.epochPeak
+	}
+	c.epochStart = c.activations
+	c.epochPeak = 0
+}
+
+// --- lanes ---
+
+// acquire returns the lane for (prio, key), creating it, and takes a reference on it.
+func (c *core[T]) acquire(prio int, key string) int32 {
+	if prio == 0 && key == "" {
+		c.lanes[0].refs++
+		return 0
+	}
+	k := laneKey{prio, key}
+	if l, ok := c.laneIndex[k]; ok {
+		c.lanes[l].refs++
+		return l
+	}
+	var l int32
+	if c.freeLane != none {
+		l = c.freeLane
+		c.freeLane = c.lanes[l].rrNext
+	} else {
+		if len(c.lanes) >= maxLanes {
+			panic("workqueue: more than 2^28-1 (priority, fairness key) pairs in use")
+		}
+		l = int32(len(c.lanes))
+		c.lanes = append(c.lanes, lane{})
+	}
+	c.lanes[l] = lane{laneKey: k, head: none, tail: none, rrPrev: none, rrNext: none, refs: 1}
+	c.laneIndex[k] = l
+	return l
+}
+
+// unref drops a lane reference and frees the lane when it was the last.
+func (c *core[T]) unref(l int32) {
+	ln := &c.lanes[l]
+	ln.refs--
+	if ln.refs == 0 && l != 0 {
+		delete(c.laneIndex, ln.laneKey)
+		*ln = lane{rrNext: c.freeLane}
+		c.freeLane = l
+	}
+}
+
+// levelOf returns the index of the level with priority prio, creating it if create is set;
+// -1 when absent.
+func (c *core[T]) levelOf(prio int, create bool) int {
+	lv := c.levels
+	if len(lv) > 0 && lv[0].prio == prio { // the common single-level case
+		return 0
+	}
+	lo, hi := 0, len(lv)
+	for lo < hi { // sorted descending
+		m := int(uint(lo+hi) >> 1)
+		if lv[m].prio > prio {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo < len(lv) && lv[lo].prio == prio {
+		return lo
+	}
+	if !create {
+		return -1
+	}
+	c.levels = append(c.levels, level{})
+	copy(c.levels[lo+1:], c.levels[lo:])
+	c.levels[lo] = level{prio: prio, rrHead: none, rrTail: none, since: c.handouts}
+	return lo
+}
+
+func (c *core[T]) rrAppend(lv *level, l int32) {
+	ln := &c.lanes[l]
+	ln.rrNext = none
+	ln.rrPrev = lv.rrTail
+	if lv.rrTail != none {
+		c.lanes[lv.rrTail].rrNext = l
+	} else {
+		lv.rrHead = l
+	}
+	lv.rrTail = l
+}
+
+func (c *core[T]) rrRemove(lv *level, l int32) {
+	ln := &c.lanes[l]
+	if ln.rrPrev != none {
+		c.lanes[ln.rrPrev].rrNext = ln.rrNext
+	} else {
+		lv.rrHead = ln.rrNext
+	}
+	if ln.rrNext != none {
+		c.lanes[ln.rrNext].rrPrev = ln.rrPrev
+	} else {
+		lv.rrTail = ln.rrPrev
+	}
+	ln.rrPrev, ln.rrNext = none, none
+}
+
+func (c *core[T]) dropLevel(i int) {
+	c.levels = append(c.levels[:i], c.levels[i+1:]...)
+}
+
+// push links entry s at the tail of lane l; the entry already holds a reference on l.
+func (c *core[T]) push(s, l int32) {
+	e := c.e(s)
+	ln := &c.lanes[l]
+	e.set(stQueued, l)
+	e.next = none
+	e.prev = ln.tail
+	if ln.tail != none {
+		c.e(ln.tail).next = s
+	} else {
+		ln.head = s
+	}
+	ln.tail = s
+	ln.n++
+	li := c.levelOf(ln.prio, true)
+	lv := &c.levels[li]
+	lv.n++
+	if ln.n == 1 {
+		c.rrAppend(lv, l)
+	}
+	c.ready++
+}
+
+// unlink removes queued entry s from its lane and returns the lane (the entry keeps its
+// reference on it).
+func (c *core[T]) unlink(s int32) int32 {
+	e := c.e(s)
+	l := e.lane()
+	ln := &c.lanes[l]
+	if e.prev != none {
+		c.e(e.prev).next = e.next
+	} else {
+		ln.head = e.next
+	}
+	if e.next != none {
+		c.e(e.next).prev = e.prev
+	} else {
+		ln.tail = e.prev
+	}
+	e.prev, e.next = none, none
+	ln.n--
+	li := c.levelOf(ln.prio, false)
+	lv := &c.levels[li]
+	lv.n--
+	if ln.n == 0 {
+		c.rrRemove(lv, l)
+	}
+	if lv.n == 0 {
+		c.dropLevel(li)
+	}
+	c.ready--
+	return l
+}
+
+// --- adds ---
+
+// enqueue applies an add of slot s into lane l (whose reference the caller hands over).
+// It reports whether the item became pending (it was neither queued nor due to be
+// re-queued before), which is what the metrics count as an add.
+func (c *core[T]) enqueue(s, l int32, now int64) bool {
+	e := c.e(s)
+	switch e.state() {
+	case stIdle:
+		c.push(s, l)
+		if c.timing {
+			c.stamps[s].added = now
+		}
+		return true
+	case stQueued:
+		if c.lanes[l].prio > c.lanes[e.lane()].prio {
+			old := c.unlink(s)
+			c.unref(old)
+			c.push(s, l) // keeps its added stamp: it has been pending all along
+		} else {
+			c.unref(l)
+		}
+		return false
+	case stProcessing:
+		e.set(stRedirty, l)
+		// (lane set above)
+		c.redirty++
+		if c.timing {
+			c.stamps[s].added = now
+		}
+		return true
+	default: // stRedirty
+		if c.lanes[l].prio > c.lanes[e.lane()].prio {
+			c.unref(e.lane())
+			e.set(stRedirty, l)
+		} else {
+			c.unref(l)
+		}
+		return false
+	}
+}
+
+// add marks item as needing processing at priority prio in fairness lane key.
+func (c *core[T]) add(item T, prio int, key string, now int64) bool {
+	s, ok := c.index[item]
+	if !ok {
+		s = c.alloc(item)
+	} else if e := c.e(s); e.state() == stCached {
+		c.revive(s)
+	} else if (e.state() == stQueued || e.state() == stRedirty) && prio <= c.lanes[e.lane()].prio {
+		return false // the common duplicate: nothing to change
+	}
+	return c.enqueue(s, c.acquire(prio, key), now)
+}
+
+// addAt schedules item to be added at deadline at. A pending earlier deadline wins; the
+// priority is the highest requested. It reports whether the heap minimum changed.
+func (c *core[T]) addAt(item T, at int64, prio int, key string) bool {
+	s, ok := c.index[item]
+	if !ok {
+		s = c.alloc(item)
+	} else if c.e(s).state() == stCached {
+		c.revive(s)
+	}
+	e := c.e(s)
+	if e.heapPos != none {
+		p := e.heapPos
+		if d := &c.heap[p]; prio > c.lanes[d.lane].prio {
+			l := c.acquire(prio, key)
+			c.unref(d.lane)
+			d.lane = l
+		}
+		if at >= c.heap[p].at {
+			return false
+		}
+		c.heap[p].at = at
+		c.up(int(p))
+		return p == 0 || c.heap[0].slot == s
+	}
+	c.heap = append(c.heap, delayed{at: at, slot: s, lane: c.acquire(prio, key)})
+	c.up(len(c.heap) - 1)
+	return c.heap[0].slot == s
+}
+
+// fire adds, in deadline order, up to limit items due at now, and returns how many were
+// moved and how many of those became pending.
+func (c *core[T]) fire(now int64, limit int) (moved, added int) {
+	for len(c.heap) > 0 && c.heap[0].at <= now && moved < limit {
+		s, l := c.heap[0].slot, c.heap[0].lane
+		c.popMin()
+		if c.enqueue(s, l, now) {
+			added++
+		}
+		moved++
+	}
+	return moved, added
+}
+
+// nextDeadline returns the earliest pending deadline, or false when none is pending.
+func (c *core[T]) nextDeadline() (int64, bool) {
+	if len(c.heap) == 0 {
+		return 0, false
+	}
+	return c.heap[0].at, true
+}
+
+// dropDelayed forgets every pending delayed add (at shut-down).
+func (c *core[T]) dropDelayed() {
+	for len(c.heap) > 0 {
+		d := c.heap[len(c.heap)-1]
+		c.heap = c.heap[:len(c.heap)-1]
+		e := c.e(d.slot)
+		e.heapPos = none
+		c.unref(d.lane)
+		if e.state() == stIdle {
+			c.release(d.slot)
+		}
+	}
+	c.heap = nil
+}
+
+// scheduled returns the number of pending delayed adds.
+func (c *core[T]) scheduled() int { return len(c.heap) }
+
+// --- handing out ---
+
+// pickLevel chooses the level to serve: the highest priority, unless the level that has
+// waited longest has waited through aging handouts of other levels, in which case that one.
+// Ties in waiting go to the higher priority.
+func (c *core[T]) pickLevel() int {
+	if len(c.levels) == 1 {
+		return 0
+	}
+	old := 0
+	for i := 1; i < len(c.levels); i++ {
+		if c.levels[i].since < c.levels[old].since {
+			old = i
+		}
+	}
+	if c.handouts-c.levels[old].since >= c.aging {
+		return old
+	}
+	return 0
+}
+
+// pop hands out the next item and returns its slot and how long it waited (0 without
+// timing). It requires ready > 0.
+func (c *core[T]) pop(now int64) (int32, int64) {
+	li := c.pickLevel()
+	lv := &c.levels[li]
+	l := lv.rrHead
+	ln := &c.lanes[l]
+	s := ln.head
+	e := c.e(s)
+	ln.head = e.next
+	if ln.head != none {
+		c.e(ln.head).prev = none
+	} else {
+		ln.tail = none
+	}
+	ln.n--
+	lv.n--
+	c.ready--
+	if ln.n == 0 {
+		c.rrRemove(lv, l)
+	} else if lv.rrHead != lv.rrTail { // another key waits: this one goes to the back
+		c.rrRemove(lv, l)
+		c.rrAppend(lv, l)
+	}
+	c.handouts++
+	if lv.n == 0 {
+		c.dropLevel(li)
+	} else {
+		lv.since = c.handouts
+	}
+	e.set(stProcessing, none)
+	e.prev, e.next = none, none
+	c.unref(l)
+	c.inflight++
+	e.prev = c.newest
+	if c.newest != none {
+		c.e(c.newest).next = s
+	} else {
+		c.oldest = s
+	}
+	c.newest = s
+	var waited int64
+	if c.timing {
+		st := &c.stamps[s]
+		waited = now - st.added
+		st.started = now
+		c.startSum += now
+	}
+	return s, waited
+}
+
+// scanMax is the in-flight count up to which done finds its item by walking the in-flight
+// list (a few cache-resident comparisons) rather than by hashing into the index.
+const scanMax = 32
+
+// findInFlight returns the slot of item if it is in flight, or none.
+func (c *core[T]) findInFlight(item T) int32 {
+	if c.inflight <= scanMax {
+		// Newest first: workers usually finish the item they just took.
+		for s := c.newest; s != none; s = c.e(s).prev {
+			if c.e(s).item == item {
+				return s
+			}
+		}
+		return none
+	}
+	s, ok := c.index[item]
+	if !ok {
+		return none
+	}
+	if st := c.e(s).state(); st != stProcessing && st != stRedirty {
+		return none
+	}
+	return s
+}
+
+// done ends the processing of item. It reports false when the item was not in flight (a
+// misuse that is ignored), and how long it was processed (0 without timing).
+func (c *core[T]) done(item T, now int64) (bool, int64) {
+	s := c.findInFlight(item)
+	if s == none {
+		return false, 0
+	}
+	e := c.e(s)
+	var worked int64
+	if c.timing {
+		started := c.stamps[s].started
+		worked = now - started
+		c.startSum -= started
+	}
+	if e.prev != none {
+		c.e(e.prev).next = e.next
+	} else {
+		c.oldest = e.next
+	}
+	if e.next != none {
+		c.e(e.next).prev = e.prev
+	} else {
+		c.newest = e.prev
+	}
+	e.prev, e.next = none, none
+	c.inflight--
+	if e.state() == stRedirty {
+		c.redirty--
+		c.push(s, e.lane()) // pending since its re-add: keep that stamp
+		return true, worked
+	}
+	c.retire(s)
+	return true, worked
+}
+
+// inFlight reports the in-flight count, their summed processing time and the longest.
+func (c *core[T]) inFlight(now int64) (int, int64, int64) {
+	if c.inflight == 0 || !c.timing {
+		return c.inflight, 0, 0
+	}
+	total := int64(c.inflight)*now - c.startSum
+	longest := now - c.stamps[c.oldest].started
+	return c.inflight, total, longest
+}
+
+// --- delay heap: 4-ary min-heap on at; every move updates the entry's heapPos ---
+
+func (c *core[T]) up(i int) {
+	h := c.heap
+	x := h[i]
+	for i > 0 {
+		p := (i - 1) / 4
+		if h[p].at <= x.at {
+			break
+		}
+		h[i] = h[p]
+		c.e(h[i].slot).heapPos = int32(i)
+		i = p
+	}
+	h[i] = x
+	c.e(x.slot).heapPos = int32(i)
+}
+
+func (c *core[T]) down(i int) {
+	h := c.heap
+	n := len(h)
+	x := h[i]
+	for {
+		first := 4*i + 1
+		if first >= n {
+			break
+		}
+		m := first
+		for j := first + 1; j < min(first+4, n); j++ {
+			if h[j].at < h[m].at {
+				m = j
+			}
+		}
+		if h[m].at >= x.at {
+			break
+		}
+		h[i] = h[m]
+		c.e(h[i].slot).heapPos = int32(i)
+		i = m
+	}
+	h[i] = x
+	c.e(x.slot).heapPos = int32(i)
+}
+
+// popMin removes the heap root and marks its entry as having no delay pending.
+func (c *core[T]) popMin() {
+	h := c.heap
+	c.e(h[0].slot).heapPos = none
+	last := len(h) - 1
+	if last > 0 {
+		h[0] = h[last]
+		c.heap = h[:last]
+		c.down(0)
+	} else {
+		c.heap = h[:0]
+	}
+}

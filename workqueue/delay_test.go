@@ -1,0 +1,238 @@
+package workqueue
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// getAll takes every ready item, calling Done for each, and returns them in order.
+func getAll[T comparable](t *testing.T, q *Queue[T]) []T {
+	t.Helper()
+	var out []T
+	for q.Len() > 0 {
+		item, err := q.Get(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, item)
+		q.Done(item)
+	}
+	return out
+}
+
+func TestAddAfterFiresAtDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := New(Config[string]{})
+		defer q.ShutDown()
+		q.AddAfter("a", 10*time.Second)
+		time.Sleep(10*time.Second - time.Nanosecond)
+		if n := q.Len(); n != 0 {
+			t.Fatalf("Len = %d before the deadline", n)
+		}
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		if got := getAll(t, q); !slices.Equal(got, []string{"a"}) {
+			t.Fatalf("got %v at the deadline, want [a]", got)
+		}
+		checkInvariants(t, q)
+	})
+}
+
+func TestAddAfterEarliestDeadlineWins(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := New(Config[string]{})
+		defer q.ShutDown()
+		q.AddAfter("a", 10*time.Second)
+		q.AddAfter("a", 5*time.Second) // earlier: wins
+		q.AddAfter("b", 5*time.Second)
+		q.AddAfter("b", 10*time.Second) // later: ignored
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if got := getAll(t, q); len(got) != 2 {
+			t.Fatalf("got %v at 5s, want a and b once each", got)
+		}
+		time.Sleep(time.Hour)
+		if n := q.Len(); n != 0 {
+			t.Fatalf("Len = %d: a coalesced delayed add fired twice", n)
+		}
+		checkInvariants(t, q)
+	})
+}
+
+func TestAddAfterFiresInDeadlineOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := New(Config[int]{})
+		defer q.ShutDown()
+		// More items than one firing batch, with distinct deadlines in random order.
+		n := 3*fireBatch + 17
+		perm := rand.Perm(n)
+		for _, i := range perm {
+			q.AddAfter(i, time.Second+time.Duration(i)*time.Microsecond)
+		}
+		checkInvariants(t, q)
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		got := getAll(t, q)
+		if len(got) != n || !slices.IsSorted(got) {
+			t.Fatalf("fired %d items, sorted %v; want %d in deadline order", len(got), slices.IsSorted(got), n)
+		}
+		checkInvariants(t, q)
+	})
+}
+
+func TestAddAfterNonPositiveAddsNow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := New(Config[string]{})
+		defer q.ShutDown()
+		q.AddAfter("a", 0)
+		q.AddAfter("b", -time.Second)
+		q.AddWithOptions("c", AddOptions{Delay: -1})
+		if got := getAll(t, q); !slices.Equal(got, []string{"a", "b", "c"}) {
+			t.Fatalf("got %v, want [a b c] at once", got)
+		}
+	})
+}
+
+// A delayed add is independent of the item's current state, as in client-go: it fires
+// later even if the item was added and processed meanwhile, and is deduplicated if the item
+// is waiting when it fires.
+func TestAddAfterIsAnOrdinaryAddWhenItFires(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := New(Config[string]{})
+		defer q.ShutDown()
+		q.AddAfter("a", time.Second)
+		q.Add("a")
+		if got := getAll(t, q); !slices.Equal(got, []string{"a"}) {
+			t.Fatalf("got %v", got)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got := getAll(t, q); !slices.Equal(got, []string{"a"}) {
+			t.Fatalf("delayed add after processing: got %v, want [a]", got)
+		}
+
+		q.AddAfter("b", time.Second)
+		q.Add("b") // still waiting when the delayed add fires
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got := getAll(t, q); !slices.Equal(got, []string{"b"}) {
+			t.Fatalf("delayed add of a waiting item: got %v, want [b] once", got)
+		}
+
+		q.Add("c")
+		item, _ := q.Get(context.Background())
+		q.AddAfter("c", time.Second) // fires while c is processed
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if n := q.Len(); n != 0 {
+			t.Fatalf("Len = %d: an item in flight was handed out", n)
+		}
+		q.Done(item)
+		if got := getAll(t, q); !slices.Equal(got, []string{"c"}) {
+			t.Fatalf("delayed add during processing: got %v, want [c] after Done", got)
+		}
+		checkInvariants(t, q)
+	})
+}
+
+func TestAddWithOptionsDelayAndPriority(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := New(Config[string]{})
+		defer q.ShutDown()
+		q.Add("low")
+		q.AddWithOptions("high", AddOptions{Delay: time.Second, Priority: 2})
+		q.AddWithOptions("mid", AddOptions{Delay: time.Second, Priority: 1})
+		q.AddWithOptions("mid", AddOptions{Delay: 2 * time.Second, Priority: 3}) // raises priority only
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got := getAll(t, q); !slices.Equal(got, []string{"mid", "high", "low"}) {
+			t.Fatalf("got %v, want [mid high low]", got)
+		}
+		checkInvariants(t, q)
+	})
+}
+
+func TestAddAfterHugeDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := New(Config[string]{})
+		q.AddAfter("a", math.MaxInt64)
+		q.AddAfter("b", math.MaxInt64-1)
+		time.Sleep(100 * 365 * 24 * time.Hour)
+		if n := q.Len(); n != 0 {
+			t.Fatalf("Len = %d", n)
+		}
+		checkInvariants(t, q)
+		q.ShutDown()
+	})
+}
+
+func TestBlockedGetWakesWhenADelayFires(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := New(Config[string]{})
+		defer q.ShutDown()
+		q.AddAfter("a", time.Minute)
+		start := time.Now()
+		item, err := q.Get(context.Background())
+		if item != "a" || err != nil || time.Since(start) != time.Minute {
+			t.Fatalf("Get = %q, %v after %v; want a after 1m", item, err, time.Since(start))
+		}
+		q.Done(item)
+	})
+}
+
+func TestShutDownDropsScheduledItems(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := New(Config[string]{})
+		q.AddAfter("a", time.Second)
+		q.AddRateLimited("b")
+		q.ShutDown()
+		time.Sleep(time.Hour)
+		if _, err := q.Get(context.Background()); !errors.Is(err, ErrShutDown) {
+			t.Fatalf("Get = %v, want ErrShutDown", err)
+		}
+		checkInvariants(t, q)
+		if n := scheduled(q); n != 0 {
+			t.Fatalf("%d items still scheduled", n)
+		}
+	})
+}
+
+func TestAddRateLimited(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := New(Config[string]{RateLimiter: NewExponential[string](10*time.Millisecond, time.Second)})
+		defer q.ShutDown()
+		for i, want := range []time.Duration{10, 20, 40, 80} {
+			start := time.Now()
+			q.AddRateLimited("a")
+			item, _ := q.Get(context.Background())
+			if took := time.Since(start); took != want*time.Millisecond {
+				t.Fatalf("retry %d: handed out after %v, want %v", i, took, want*time.Millisecond)
+			}
+			q.Done(item)
+			if n := q.NumRequeues("a"); n != i+1 {
+				t.Fatalf("NumRequeues = %d, want %d", n, i+1)
+			}
+		}
+		q.Forget("a")
+		if n := q.NumRequeues("a"); n != 0 {
+			t.Fatalf("NumRequeues = %d after Forget", n)
+		}
+		start := time.Now()
+		q.AddWithOptions("a", AddOptions{RateLimited: true, Delay: 5 * time.Millisecond})
+		item, _ := q.Get(context.Background())
+		if took := time.Since(start); took != 10*time.Millisecond {
+			t.Fatalf("after Forget: handed out after %v, want the base delay", took)
+		}
+		q.Done(item)
+		q.ShutDown()
+		if n := q.NumRequeues("a"); n != 0 {
+			t.Fatalf("NumRequeues = %d after ShutDown, want the limiter reset", n)
+		}
+	})
+}

@@ -1,0 +1,236 @@
+package workqueue
+
+import (
+	"fmt"
+	"testing"
+)
+
+// checkInvariants verifies every documented invariant of q's core, waiters, staging buffer
+// and timer; tests call it between operations, when no timer callback is about to run.
+func checkInvariants[T comparable](t testing.TB, q *Queue[T]) {
+	t.Helper()
+	q.fmu.Lock()
+	defer q.fmu.Unlock()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.smu.Lock()
+	defer q.smu.Unlock()
+	err := q.c.check()
+	if err == nil && len(q.waiters) > 0 && q.c.ready > 0 {
+		err = fmt.Errorf("%d waiters while %d items are ready", len(q.waiters), q.c.ready)
+	}
+	if err == nil && len(q.stage) > 0 {
+		m := q.stage[0].at
+		for _, st := range q.stage {
+			m = min(m, st.at)
+		}
+		if m != q.stageMin {
+			err = fmt.Errorf("stageMin %d, earliest staged %d", q.stageMin, m)
+		}
+	}
+	if err == nil && !q.sshut {
+		next, ok := q.c.nextDeadline()
+		if ok && q.timerAt > next || q.timerAt > q.stageMin {
+			err = fmt.Errorf("timer set for %d, next deadlines %d (heap), %d (staged)", q.timerAt, next, q.stageMin)
+		}
+	}
+	if err == nil && q.sshut && (len(q.stage) > 0 || q.c.scheduled() > 0) && q.shut {
+		err = fmt.Errorf("shut down with %d staged and %d scheduled", len(q.stage), q.c.scheduled())
+	}
+	if err != nil {
+		t.Fatalf("invariant broken: %v", err)
+	}
+}
+
+func (c *core[T]) check() error {
+	counts := map[uint8]int{}
+	laneRefs := map[int32]int{}
+	for item, s := range c.index {
+		if s < 0 || int(s) >= int(c.nslots) {
+			return fmt.Errorf("item %v: slot %d out of range", item, s)
+		}
+		e := c.e(s)
+		if e.item != item {
+			return fmt.Errorf("slot %d holds %v, indexed as %v", s, e.item, item)
+		}
+		st, lane := e.state(), e.lane()
+		counts[st]++
+		if e.heapPos != none {
+			if int(e.heapPos) >= len(c.heap) || c.heap[e.heapPos].slot != s {
+				return fmt.Errorf("item %v: heap position %d wrong", item, e.heapPos)
+			}
+			if dl := c.heap[e.heapPos].lane; dl < 0 || int(dl) >= len(c.lanes) {
+				return fmt.Errorf("item %v: delay lane %d out of range", item, dl)
+			} else {
+				laneRefs[dl]++
+			}
+		}
+		switch st {
+		case stQueued, stRedirty:
+			if lane < 0 || int(lane) >= len(c.lanes) {
+				return fmt.Errorf("item %v (state %d): lane %d out of range", item, st, lane)
+			}
+			laneRefs[lane]++
+		case stProcessing, stCached, stIdle:
+			if lane != none {
+				return fmt.Errorf("item %v (state %d) names lane %d", item, st, lane)
+			}
+			if st == stIdle && e.heapPos == none {
+				return fmt.Errorf("item %v idle without a delay", item)
+			}
+			if st == stCached && e.heapPos != none {
+				return fmt.Errorf("item %v cached with a delay", item)
+			}
+		default:
+			return fmt.Errorf("item %v in unknown state %d", item, st)
+		}
+	}
+	if counts[stQueued] != c.ready {
+		return fmt.Errorf("ready = %d, %d entries queued", c.ready, counts[stQueued])
+	}
+	if n := counts[stProcessing] + counts[stRedirty]; n != c.inflight {
+		return fmt.Errorf("inflight = %d, %d entries in flight", c.inflight, n)
+	}
+	if counts[stRedirty] != c.redirty {
+		return fmt.Errorf("redirty = %d, %d entries", c.redirty, counts[stRedirty])
+	}
+	if counts[stCached] != c.cached {
+		return fmt.Errorf("cached = %d, %d entries", c.cached, counts[stCached])
+	}
+	if c.keep < 0 && c.cached != 0 {
+		return fmt.Errorf("%d cached entries with the cache off", c.cached)
+	}
+	if c.keep >= 0 && c.cached > max(c.keep, c.high) {
+		return fmt.Errorf("%d cached entries, bound %d", c.cached, max(c.keep, c.high))
+	}
+
+	// Lists: in-flight, cache, lanes.
+	walk := func(name string, head, tail int32, st1, st2 uint8) (int, error) {
+		n := 0
+		prev := none
+		for s := head; s != none; s = c.e(s).next {
+			e := c.e(s)
+			if e.state() != st1 && e.state() != st2 {
+				return 0, fmt.Errorf("%s list: slot %d in state %d", name, s, e.state())
+			}
+			if e.prev != prev {
+				return 0, fmt.Errorf("%s list: slot %d prev %d, want %d", name, s, e.prev, prev)
+			}
+			prev = s
+			n++
+			if n > int(c.nslots) {
+				return 0, fmt.Errorf("%s list: cycle", name)
+			}
+		}
+		if prev != tail {
+			return 0, fmt.Errorf("%s list: ends at %d, tail %d", name, prev, tail)
+		}
+		return n, nil
+	}
+	n, err := walk("in-flight", c.oldest, c.newest, stProcessing, stRedirty)
+	if err != nil {
+		return err
+	}
+	if n != c.inflight {
+		return fmt.Errorf("in-flight list has %d entries, inflight = %d", n, c.inflight)
+	}
+	if n, err = walk("cache", c.cacheOld, c.cacheNew, stCached, stCached); err != nil {
+		return err
+	}
+	if n != c.cached {
+		return fmt.Errorf("cache list has %d entries, cached = %d", n, c.cached)
+	}
+
+	live := 0
+	for l := range c.lanes {
+		ln := &c.lanes[l]
+		if ln.refs == 0 {
+			continue // free (or the idle default lane)
+		}
+		live++
+		if want := laneRefs[int32(l)]; ln.refs != want {
+			return fmt.Errorf("lane %d (%v): refs %d, %d entries name it", l, ln.laneKey, ln.refs, want)
+		}
+		if l != 0 {
+			if got, ok := c.laneIndex[ln.laneKey]; !ok || got != int32(l) {
+				return fmt.Errorf("lane %d (%v) not indexed (%d, %v)", l, ln.laneKey, got, ok)
+			}
+		}
+		m, err := walk(fmt.Sprintf("lane %d", l), ln.head, ln.tail, stQueued, stQueued)
+		if err != nil {
+			return err
+		}
+		if m != ln.n {
+			return fmt.Errorf("lane %d has %d entries, n = %d", l, m, ln.n)
+		}
+		for s := ln.head; s != none; s = c.e(s).next {
+			if c.e(s).lane() != int32(l) {
+				return fmt.Errorf("slot %d in lane %d names lane %d", s, l, c.e(s).lane())
+			}
+		}
+	}
+	for l, r := range laneRefs {
+		if c.lanes[l].refs == 0 {
+			return fmt.Errorf("lane %d is free but named by %d entries", l, r)
+		}
+	}
+	if len(c.laneIndex) > live {
+		return fmt.Errorf("%d lanes indexed, %d in use", len(c.laneIndex), live)
+	}
+
+	total := 0
+	for i := range c.levels {
+		lv := &c.levels[i]
+		if i > 0 && c.levels[i-1].prio <= lv.prio {
+			return fmt.Errorf("levels not sorted: %d before %d", c.levels[i-1].prio, lv.prio)
+		}
+		if lv.n <= 0 {
+			return fmt.Errorf("level %d is empty", lv.prio)
+		}
+		if lv.since > c.handouts {
+			return fmt.Errorf("level %d: since %d after handouts %d", lv.prio, lv.since, c.handouts)
+		}
+		n, prev := 0, none
+		for l := lv.rrHead; l != none; l = c.lanes[l].rrNext {
+			ln := &c.lanes[l]
+			if ln.prio != lv.prio || ln.n == 0 || ln.rrPrev != prev {
+				return fmt.Errorf("level %d ring: lane %d (%v, n=%d, prev %d want %d)", lv.prio, l, ln.laneKey, ln.n, ln.rrPrev, prev)
+			}
+			n += ln.n
+			prev = l
+		}
+		if prev != lv.rrTail {
+			return fmt.Errorf("level %d ring ends at %d, tail %d", lv.prio, prev, lv.rrTail)
+		}
+		if n != lv.n {
+			return fmt.Errorf("level %d: ring holds %d, n = %d", lv.prio, n, lv.n)
+		}
+		total += n
+	}
+	if total != c.ready {
+		return fmt.Errorf("levels hold %d, ready = %d", total, c.ready)
+	}
+	for i := range c.heap {
+		if p := (i - 1) / 4; i > 0 && c.heap[p].at > c.heap[i].at {
+			return fmt.Errorf("heap order broken at %d", i)
+		}
+		if s := c.heap[i].slot; c.e(s).heapPos != int32(i) {
+			return fmt.Errorf("heap[%d] names slot %d whose position is %d", i, s, c.e(s).heapPos)
+		}
+	}
+	for l := range c.lanes {
+		if ln := &c.lanes[l]; ln.refs > 0 && ln.n > 0 && c.levelOf(ln.prio, false) < 0 {
+			return fmt.Errorf("lane %d has items but no level %d", l, ln.prio)
+		}
+	}
+	return nil
+}
+
+// scheduled returns how many items wait for a deadline, staged or in the heap.
+func scheduled[T comparable](q *Queue[T]) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.smu.Lock()
+	defer q.smu.Unlock()
+	return q.c.scheduled() + len(q.stage)
+}

@@ -1,0 +1,107 @@
+package workqueue
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// recMetrics records what the queue reports.
+type recMetrics struct {
+	hook    func() // called from every event, to prove no queue lock is held
+	onAdded func() // called from Added
+
+	mu       sync.Mutex
+	added    int
+	retried  int
+	waited   []time.Duration
+	worked   []time.Duration
+	inFlight func() InFlight
+}
+
+func (m *recMetrics) event(f func()) {
+	if m.hook != nil {
+		m.hook()
+	}
+	m.mu.Lock()
+	f()
+	m.mu.Unlock()
+}
+
+func (m *recMetrics) Added() {
+	if m.onAdded != nil {
+		m.onAdded()
+	}
+	m.event(func() { m.added++ })
+}
+func (m *recMetrics) Retried() { m.event(func() { m.retried++ }) }
+func (m *recMetrics) Started(d time.Duration) {
+	m.event(func() { m.waited = append(m.waited, d) })
+}
+func (m *recMetrics) Finished(d time.Duration) {
+	m.event(func() { m.worked = append(m.worked, d) })
+}
+func (m *recMetrics) Attach(f func() InFlight) { m.inFlight = f }
+
+func TestMetricsHooks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := &recMetrics{}
+		q := New(Config[string]{Metrics: m})
+		ctx := context.Background()
+		if m.inFlight == nil {
+			t.Fatal("New did not call Attach")
+		}
+
+		q.Add("a")
+		q.Add("a") // duplicate: not an add
+		time.Sleep(2 * time.Second)
+		q.Add("b")
+		time.Sleep(time.Second)
+		a, _ := q.Get(ctx) // waited 3s
+		time.Sleep(time.Second)
+		b, _ := q.Get(ctx) // waited 2s
+		time.Sleep(4 * time.Second)
+		if got, want := m.inFlight(), (InFlight{Items: 2, Total: 9 * time.Second, Longest: 5 * time.Second}); got != want {
+			t.Fatalf("in flight = %+v, want %+v", got, want)
+		}
+		q.Add(a)  // re-added while processing: an add
+		q.Done(a) // worked 5s; queued again
+		time.Sleep(time.Second)
+		q.Done(b) // worked 5s
+		if got, want := m.inFlight(), (InFlight{}); got != want {
+			t.Fatalf("in flight = %+v, want %+v", got, want)
+		}
+		a, _ = q.Get(ctx) // waited 1s since its re-add
+		q.Done(a)
+
+		q.AddAfter("c", time.Second) // a retry; an add when it fires
+		q.AddRateLimited("d")        // a retry; fires after 5ms
+		q.AddAfter("e", 0)           // a retry and an add at once
+		time.Sleep(time.Second)
+		for range 3 {
+			item, _ := q.Get(ctx)
+			q.Done(item)
+		}
+		q.Done("never") // misuse: not reported
+
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.added != 6 || m.retried != 3 {
+			t.Errorf("added %d, retried %d; want 6, 3", m.added, m.retried)
+		}
+		// a, b, a again, then e (added at once), d (after 5ms) and c (after 1s).
+		wantWaited := []time.Duration{3 * time.Second, 2 * time.Second, time.Second, time.Second, time.Second - 5*time.Millisecond, 0}
+		if diff := cmp.Diff(wantWaited, m.waited); diff != "" {
+			t.Errorf("waited (-want +got):\n%s", diff)
+		}
+		wantWorked := []time.Duration{5 * time.Second, 5 * time.Second, 0, 0, 0, 0}
+		if diff := cmp.Diff(wantWorked, m.worked); diff != "" {
+			t.Errorf("worked (-want +got):\n%s", diff)
+		}
+		q.ShutDown()
+	})
+}

@@ -1,0 +1,207 @@
+package workqueue
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// TestAgingTwoLevels: with the high level never running dry, every low item is handed out
+// after exactly AgingLimit high ones.
+func TestAgingTwoLevels(t *testing.T) {
+	const aging = 8
+	q := New(Config[string]{AgingLimit: aging})
+	defer q.ShutDown()
+	for i := range 1000 {
+		q.AddWithOptions(fmt.Sprintf("high-%d", i), AddOptions{Priority: 1})
+	}
+	for i := range 3 {
+		q.AddWithOptions(fmt.Sprintf("low-%d", i), AddOptions{Priority: 0})
+	}
+	var lows []int
+	for n := range 40 {
+		item, _ := q.Get(doneCtx)
+		q.Done(item)
+		if strings.HasPrefix(item, "low") {
+			lows = append(lows, n)
+		}
+	}
+	want := []int{aging, 2*aging + 1, 3*aging + 2}
+	if fmt.Sprint(lows) != fmt.Sprint(want) {
+		t.Fatalf("low items handed out at %v, want %v", lows, want)
+	}
+	checkInvariants(t, q)
+}
+
+// TestStarvationBound: a steady flow of high-priority items (one added before every Get)
+// cannot starve low-priority ones: the k-th low item (from 0) is handed out within
+// (k+1)(A+L) handouts, L = 2 levels, as the package doc states.
+func TestStarvationBound(t *testing.T) {
+	for _, aging := range []int{1, 5, DefaultAgingLimit} {
+		t.Run(fmt.Sprint(aging), func(t *testing.T) {
+			q := New(Config[int]{AgingLimit: aging})
+			defer q.ShutDown()
+			const lows = 200
+			for i := range lows {
+				q.AddWithOptions(-1-i, AddOptions{Priority: -5}) // low items are negative
+			}
+			next, k := 0, 0
+			for n := 1; k < lows; n++ {
+				if bound := (k + 1) * (aging + 2); n > bound {
+					t.Fatalf("low item %d not handed out within %d handouts", k, bound)
+				}
+				q.AddWithOptions(next, AddOptions{Priority: 5})
+				next++
+				item, _ := q.Get(doneCtx)
+				q.Done(item)
+				if item < 0 {
+					k++
+				}
+			}
+			checkInvariants(t, q)
+		})
+	}
+}
+
+// TestAgingBoundRandom drives random adds over several priorities and checks, at every
+// handout, the documented bound (a waiting level sees at most A+L-1 handouts of other
+// levels between its own) and that without an overdue level the highest priority is served.
+func TestAgingBoundRandom(t *testing.T) {
+	for seed := range uint64(20) {
+		r := rand.New(rand.NewPCG(seed, 42))
+		aging := 1 + r.IntN(10)
+		levels := 2 + r.IntN(4)
+		q := New(Config[string]{AgingLimit: aging, FairnessKey: byPrefix})
+		waiting := make([]int, levels) // items waiting per priority
+		gap := make([]int, levels)     // handouts of other levels since served or non-empty
+		maxGap, next := 0, 0
+		for range 3000 {
+			for range r.IntN(3) {
+				// The top priority is fed most, so lower ones would starve without aging.
+				p := levels - 1
+				if r.IntN(3) == 0 {
+					p = r.IntN(levels)
+				}
+				if waiting[p] == 0 {
+					gap[p] = 0
+				}
+				waiting[p]++
+				q.AddWithOptions(fmt.Sprintf("k%d/%d/%d", r.IntN(3), p, next), AddOptions{Priority: p})
+				next++
+			}
+			if q.Len() == 0 {
+				continue
+			}
+			item, err := q.Get(doneCtx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			q.Done(item)
+			var p int
+			fmt.Sscanf(strings.Split(item, "/")[1], "%d", &p)
+			overdue, highest := false, -1
+			for l := range levels {
+				if waiting[l] > 0 {
+					highest = l
+					overdue = overdue || gap[l] >= aging
+				}
+			}
+			if !overdue && p != highest {
+				t.Fatalf("seed %d: served priority %d, highest waiting %d, none overdue", seed, p, highest)
+			}
+			waiting[p]--
+			gap[p] = 0
+			for l := range levels {
+				if l != p && waiting[l] > 0 {
+					gap[l]++
+					maxGap = max(maxGap, gap[l])
+					if gap[l] > aging+levels-1 {
+						t.Fatalf("seed %d: priority %d waited through %d handouts, bound %d", seed, l, gap[l], aging+levels-1)
+					}
+				}
+			}
+		}
+		if maxGap < aging {
+			t.Fatalf("seed %d: aging never exercised (max gap %d < %d)", seed, maxGap, aging)
+		}
+		checkInvariants(t, q)
+		q.ShutDown()
+	}
+}
+
+// TestFairnessOneTurnPerKey: a key with 100,000 waiting items delays another key's single
+// item by one handout; with many busy keys, a new key waits at most one turn per key.
+func TestFairnessOneTurnPerKey(t *testing.T) {
+	q := New(Config[string]{FairnessKey: byPrefix})
+	defer q.ShutDown()
+	for i := range 100_000 {
+		q.Add(fmt.Sprintf("big/%d", i))
+	}
+	q.Add("small/0")
+	first, _ := q.Get(doneCtx)
+	second, _ := q.Get(doneCtx)
+	if first != "big/0" || second != "small/0" {
+		t.Fatalf("handed out %q, %q; want big/0 then small/0", first, second)
+	}
+	q.Done(first)
+	q.Done(second)
+
+	const keys = 10
+	for k := range keys {
+		for i := range 1000 {
+			q.Add(fmt.Sprintf("key%d/%d", k, i))
+		}
+	}
+	for range 37 { // rotate the round to an arbitrary point
+		item, _ := q.Get(doneCtx)
+		q.Done(item)
+	}
+	q.Add("late/0")
+	active := keys + 1 // "big" still has items
+	for n := 0; ; n++ {
+		item, _ := q.Get(doneCtx)
+		q.Done(item)
+		if item == "late/0" {
+			break
+		}
+		if n >= active {
+			t.Fatalf("late/0 not handed out within %d handouts (one turn per active key)", active)
+		}
+	}
+	// Keys take strict turns: any window of `active` handouts holds each key once.
+	seen := map[string]bool{}
+	for range active {
+		item, _ := q.Get(doneCtx)
+		q.Done(item)
+		if k := byPrefix(item); seen[k] {
+			t.Fatalf("key %s served twice in one round", k)
+		} else {
+			seen[k] = true
+		}
+	}
+	checkInvariants(t, q)
+}
+
+// TestFairnessReaddedItemKeepsItsKey: an item added again while processing is re-queued
+// in its key's lane, behind that key's waiting items.
+func TestFairnessReaddedItemKeepsItsKey(t *testing.T) {
+	q := New(Config[string]{FairnessKey: byPrefix})
+	defer q.ShutDown()
+	q.Add("a/1")
+	item, _ := q.Get(context.Background())
+	q.Add("a/1") // re-added while processing
+	q.Add("a/2")
+	q.Add("b/1")
+	q.Done(item) // a/1 joins lane a behind a/2
+	want := []string{"a/2", "b/1", "a/1"}
+	for _, w := range want {
+		got, _ := q.Get(doneCtx)
+		if got != w {
+			t.Fatalf("Get = %q, want %q", got, w)
+		}
+		q.Done(got)
+	}
+	checkInvariants(t, q)
+}

@@ -1,0 +1,625 @@
+package workqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrShutDown is returned by Get once the queue is shut down and has nothing left to hand
+// out.
+var ErrShutDown = errors.New("workqueue: queue is shut down")
+
+// Defaults for Config fields left zero.
+const (
+	DefaultAgingLimit   = 64
+	DefaultKeepFinished = 16384
+)
+
+// Config configures a Queue. The zero value is a plain FIFO queue with client-go's default
+// rate limiter, no fairness keys and no metrics.
+type Config[T comparable] struct {
+	// RateLimiter decides the delay of AddRateLimited and keeps the failure counts behind
+	// NumRequeues and Forget. Nil means DefaultRateLimiter[T]().
+	RateLimiter RateLimiter[T]
+
+	// FairnessKey, if set, groups items (for example by namespace): among items of equal
+	// priority, groups take turns, one item per turn, in the order they became non-empty.
+	// It is called once per add, outside the queue's lock, and must be deterministic and
+	// safe for concurrent use. Nil puts every item in one group.
+	FairnessKey func(T) string
+
+	// AgingLimit bounds how long items of a lower priority wait while higher priorities are
+	// served: a priority level with waiting items that has seen AgingLimit items of other
+	// levels handed out since it was last served (or became non-empty) is served next. Zero
+	// or negative means DefaultAgingLimit.
+	AgingLimit int
+
+	// Metrics, if set, receives the queue's events; see Metrics. Nil costs nothing: no
+	// timestamps are taken.
+	Metrics Metrics
+
+	// KeepFinished is how many finished items (Done, nothing pending) the queue keeps
+	// indexed, least recently finished dropped first, so that adding one again costs one
+	// map lookup instead of an insert now and a delete at its next Done. The limit is the
+	// larger of KeepFinished and the peak number of items the queue held at once. A kept
+	// item costs about 80 bytes plus whatever its value keeps reachable (a pointer item
+	// keeps its object alive until dropped). Zero means DefaultKeepFinished; negative keeps
+	// none.
+	KeepFinished int
+}
+
+// AddOptions qualify an AddWithOptions.
+type AddOptions struct {
+	// Delay postpones the add; zero or negative adds at once.
+	Delay time.Duration
+	// Priority orders waiting items: higher first, FIFO (or round-robin between fairness
+	// keys) among equal priorities. Default 0; negative values are allowed.
+	Priority int
+	// RateLimited also asks the RateLimiter (recording a failure) and waits for the longer
+	// of its answer and Delay.
+	RateLimited bool
+}
+
+// Queue is a work queue of comparable items: deduplicating, with delays, per-item rate
+// limiting, priorities with aging, and fairness between keys. See the package doc for the
+// guarantees.
+//
+// A Queue must be created with New; the zero Queue is not usable. All methods are safe for
+// concurrent use. Add, Get and Done cost O(1) map operations plus O(L) for L distinct
+// priorities waiting; the firing of a delay costs O(log n) in the number of scheduled
+// items. AddAfter and AddRateLimited only append to a small staging buffer under a lock of
+// their own; staged items are moved into the queue in batches (when the buffer fills or
+// the timer fires), so scheduling hardly contends with Get and Done. Memory is O(items
+// held, scheduled and kept, see Config.KeepFinished) and is given back when the queue runs
+// empty after a peak far above its recent load.
+type Queue[T comparable] struct {
+	mu sync.Mutex
+	// c is the state machine; guarded by mu.
+	c core[T]
+	// waiters are blocked Gets, most recent last. Invariant: non-empty only while nothing
+	// is ready (c.ready == 0) and the queue is not exhausted.
+	waiters []*waiter[T]
+	// shut is set once by ShutDown or ShutDownWithDrain; guarded by mu. shutFlag mirrors it
+	// for lock-free early exits.
+	shut     bool
+	shutFlag atomic.Bool
+	// idle, once made by ShutDownWithDrain, is closed when the queue is shut down with
+	// nothing ready and nothing in flight. idleClosed records that.
+	idle       chan struct{}
+	idleClosed bool
+
+	// smu guards the staging buffer of delayed adds, sshut and the timer. Lock order:
+	// fmu, then mu, then smu.
+	smu   sync.Mutex
+	stage []staged[T]
+	// stageMin is the earliest deadline in stage (math.MaxInt64 when empty).
+	stageMin int64
+	sshut    bool
+	// timer fires the delayed adds. It is made on the first one, never runs after
+	// ShutDown returns, and timerAt is the deadline it is set for (math.MaxInt64: unset).
+	// Invariant: timerAt <= every pending deadline, staged or in the heap, unless the
+	// firing that consumed it is still running (it re-arms before it ends). timerWG counts
+	// scheduled or running firings.
+	timer   *time.Timer
+	timerAt int64
+	timerWG sync.WaitGroup
+	// fmu serializes moving staged items into the core (a drain) and guards spare, the
+	// buffer swapped with stage.
+	fmu   sync.Mutex
+	spare []staged[T]
+
+	epoch   time.Time // origin of the monotonic clock used for deadlines and stamps
+	limiter RateLimiter[T]
+	keyOf   func(T) string
+	metrics Metrics
+	pool    sync.Pool // of *waiter[T]
+}
+
+// staged is a delayed add not yet moved into the core.
+type staged[T comparable] struct {
+	item T
+	at   int64
+	prio int
+	key  string
+}
+
+// stageMax is the staging buffer size at which the adder itself moves the buffer into the
+// core, bounding the memory held by staged adds.
+const stageMax = 256
+
+// waiter is a blocked Get. The waking goroutine fills item and res under the queue's lock
+// and then sends on ch.
+type waiter[T comparable] struct {
+	ch     chan struct{} // capacity 1; receives exactly one wake-up per wait
+	item   T
+	waited int64
+	res    uint8
+}
+
+const (
+	resWaiting uint8 = iota
+	resItem
+	resShutDown
+)
+
+// New returns an empty queue configured by cfg. It starts no goroutine.
+func New[T comparable](cfg Config[T]) *Queue[T] {
+	q := &Queue[T]{
+		timerAt:  math.MaxInt64,
+		stageMin: math.MaxInt64,
+		epoch:    time.Now(),
+		limiter:  cfg.RateLimiter,
+		keyOf:    cfg.FairnessKey,
+		metrics:  cfg.Metrics,
+	}
+	if q.limiter == nil {
+		q.limiter = DefaultRateLimiter[T]()
+	}
+	aging := cfg.AgingLimit
+	if aging <= 0 {
+		aging = DefaultAgingLimit
+	}
+	keep := cfg.KeepFinished
+	if keep == 0 {
+		keep = DefaultKeepFinished
+	}
+	q.c.init(uint64(aging), keep, cfg.Metrics != nil)
+	if q.metrics != nil {
+		q.metrics.Attach(q.inFlight)
+	}
+	return q
+}
+
+// now reads the queue's monotonic clock in nanoseconds.
+func (q *Queue[T]) now() int64 { return int64(time.Since(q.epoch)) }
+
+func (q *Queue[T]) key(item T) string {
+	if q.keyOf == nil {
+		return ""
+	}
+	return q.keyOf(item)
+}
+
+// Add marks item as needing processing, at priority 0. An item already waiting is not added
+// twice; an item being processed is handed out again after its Done. After shut-down Add
+// does nothing.
+func (q *Queue[T]) Add(item T) {
+	q.addNow(item, 0, q.key(item), false)
+}
+
+// AddAfter adds item once d has passed (at once if d <= 0). If the item is already
+// scheduled, the earlier deadline wins. After shut-down it does nothing, and pending
+// delayed adds are dropped at shut-down.
+func (q *Queue[T]) AddAfter(item T, d time.Duration) {
+	if q.shutFlag.Load() {
+		return
+	}
+	q.addDelayed(item, d, 0, q.key(item), true)
+}
+
+// AddRateLimited records a failure of item with the RateLimiter and adds it after the
+// delay the limiter returns. After shut-down it does nothing (and records nothing).
+func (q *Queue[T]) AddRateLimited(item T) {
+	if q.shutFlag.Load() {
+		return
+	}
+	q.addDelayed(item, q.limiter.When(item), 0, q.key(item), true)
+}
+
+// AddWithOptions adds item with a delay, a priority, rate limiting, or all three. If the
+// item is already waiting or scheduled, the highest priority and the earliest deadline of
+// the coalesced adds apply.
+func (q *Queue[T]) AddWithOptions(item T, opts AddOptions) {
+	if q.shutFlag.Load() {
+		return
+	}
+	d := opts.Delay
+	if opts.RateLimited {
+		d = max(d, q.limiter.When(item))
+	}
+	if d > 0 || opts.RateLimited {
+		q.addDelayed(item, d, opts.Priority, q.key(item), true)
+		return
+	}
+	q.addNow(item, opts.Priority, q.key(item), false)
+}
+
+// Forget clears the item's failure history in the RateLimiter. Call it when an item
+// succeeded or you give up on it; it does not remove the item from the queue.
+func (q *Queue[T]) Forget(item T) { q.limiter.Forget(item) }
+
+// NumRequeues returns the item's failure count in the RateLimiter.
+func (q *Queue[T]) NumRequeues(item T) int { return q.limiter.NumRequeues(item) }
+
+func (q *Queue[T]) addNow(item T, prio int, key string, retried bool) {
+	q.mu.Lock()
+	if q.shut {
+		q.mu.Unlock()
+		return
+	}
+	var now int64
+	if q.metrics != nil {
+		now = q.now()
+	}
+	added := q.c.add(item, prio, key, now)
+	if len(q.waiters) > 0 {
+		q.dispatchLocked(now)
+	}
+	q.mu.Unlock()
+	if q.metrics != nil {
+		if retried {
+			q.metrics.Retried()
+		}
+		if added {
+			q.metrics.Added()
+		}
+	}
+}
+
+func (q *Queue[T]) addDelayed(item T, d time.Duration, prio int, key string, retried bool) {
+	if d <= 0 {
+		q.addNow(item, prio, key, retried)
+		return
+	}
+	q.smu.Lock()
+	if q.sshut {
+		q.smu.Unlock()
+		return
+	}
+	now := q.now()
+	at := now + int64(d)
+	if at < now { // overflow: as late as the clock goes
+		at = math.MaxInt64
+	}
+	q.stage = append(q.stage, staged[T]{item: item, at: at, prio: prio, key: key})
+	q.stageMin = min(q.stageMin, at)
+	if at < q.timerAt {
+		q.armLocked(at, now)
+	}
+	full := len(q.stage) >= stageMax
+	q.smu.Unlock()
+	if full {
+		q.drain()
+	}
+	if retried && q.metrics != nil {
+		q.metrics.Retried()
+	}
+}
+
+// armLocked sets the timer to fire at at, or stops it when at is math.MaxInt64. Requires
+// smu held and the queue not shut down.
+func (q *Queue[T]) armLocked(at, now int64) {
+	q.timerAt = at
+	if at == math.MaxInt64 {
+		if q.timer != nil && q.timer.Stop() {
+			q.timerWG.Done()
+		}
+		return
+	}
+	d := time.Duration(max(at-now, 0))
+	switch {
+	case q.timer == nil:
+		q.timerWG.Add(1)
+		q.timer = time.AfterFunc(d, q.fire)
+	case !q.timer.Reset(d): // no firing was pending: this schedules a new one
+		q.timerWG.Add(1)
+	}
+}
+
+// takeStage swaps the staging buffer for the spare one and returns the staged adds.
+// Requires fmu held.
+func (q *Queue[T]) takeStage() []staged[T] {
+	q.smu.Lock()
+	buf := q.stage
+	q.stage = q.spare[:0]
+	q.stageMin = math.MaxInt64
+	q.smu.Unlock()
+	q.spare = nil
+	return buf
+}
+
+// applyLocked moves staged adds into the core and hands the buffer back as spare.
+// Requires fmu and mu held.
+func (q *Queue[T]) applyLocked(buf []staged[T]) {
+	for i := range buf {
+		q.c.addAt(buf[i].item, buf[i].at, buf[i].prio, buf[i].key)
+	}
+	clear(buf) // drop references to the items
+	q.spare = buf[:0]
+}
+
+// drain moves the staged adds into the core.
+func (q *Queue[T]) drain() {
+	q.fmu.Lock()
+	defer q.fmu.Unlock()
+	buf := q.takeStage()
+	q.mu.Lock()
+	if !q.shut {
+		q.applyLocked(buf)
+	}
+	q.mu.Unlock()
+}
+
+// timerSlack is the least time between two firings of the delay timer: a deadline that
+// comes due less than this after a firing waits for the next one (at most this late).
+// Like Linux's default timer slack, it lets a stream of close deadlines be served in
+// batches instead of one timer wake-up each.
+const timerSlack = 50 * time.Microsecond
+
+// fireBatch bounds how many due items a firing moves per hold of the queue's lock, so a
+// burst of deadlines does not hold up Get and Done for long.
+const fireBatch = 256
+
+// fire runs on the timer's goroutine: it moves the staged adds into the core, adds the due
+// items in deadline order, and re-arms the timer for the next deadline.
+func (q *Queue[T]) fire() {
+	defer q.timerWG.Done()
+	q.fmu.Lock()
+	defer q.fmu.Unlock()
+	buf := q.takeStage()
+	for {
+		q.mu.Lock()
+		if q.shut {
+			q.mu.Unlock()
+			return
+		}
+		if buf != nil {
+			q.applyLocked(buf)
+			buf = nil
+		}
+		now := q.now()
+		moved, added := q.c.fire(now, fireBatch)
+		if added > 0 && len(q.waiters) > 0 {
+			q.dispatchLocked(now)
+		}
+		more := moved == fireBatch
+		if !more {
+			next, ok := q.c.nextDeadline()
+			if !ok {
+				next = math.MaxInt64
+			}
+			q.smu.Lock()
+			if !q.sshut {
+				at := min(next, q.stageMin)
+				if at != math.MaxInt64 {
+					at = max(at, now+int64(timerSlack))
+				}
+				q.armLocked(at, now)
+			}
+			q.smu.Unlock()
+		}
+		q.mu.Unlock()
+		if q.metrics != nil {
+			for range added {
+				q.metrics.Added()
+			}
+		}
+		if !more {
+			return
+		}
+	}
+}
+
+// dispatchLocked hands ready items to blocked Gets. Requires mu held.
+func (q *Queue[T]) dispatchLocked(now int64) {
+	for len(q.waiters) > 0 && q.c.ready > 0 {
+		w := q.waiters[len(q.waiters)-1]
+		q.waiters[len(q.waiters)-1] = nil
+		q.waiters = q.waiters[:len(q.waiters)-1]
+		s, waited := q.c.pop(now)
+		w.item = q.c.e(s).item
+		w.waited = waited
+		w.res = resItem
+		w.ch <- struct{}{}
+	}
+}
+
+// finishLocked performs the shut-down transitions that depend on the queue running dry.
+// Requires mu held and shut set.
+func (q *Queue[T]) finishLocked() {
+	if q.c.ready == 0 && q.c.redirty == 0 {
+		for i, w := range q.waiters {
+			w.res = resShutDown
+			w.ch <- struct{}{}
+			q.waiters[i] = nil
+		}
+		q.waiters = q.waiters[:0]
+		if q.c.inflight == 0 && q.idle != nil && !q.idleClosed {
+			close(q.idle)
+			q.idleClosed = true
+		}
+	}
+}
+
+// Get blocks until an item is ready and hands it out; the caller must call Done with it
+// when finished. An item that is ready is returned even if ctx is already done. Get returns
+// ctx.Err() if ctx ends first, and ErrShutDown once the queue is shut down and nothing is
+// left to hand out (no ready item, and no item in flight that was added again and will be
+// re-queued by its Done).
+func (q *Queue[T]) Get(ctx context.Context) (T, error) {
+	var zero T
+	q.mu.Lock()
+	if q.c.ready > 0 {
+		var now int64
+		if q.metrics != nil {
+			now = q.now()
+		}
+		s, waited := q.c.pop(now)
+		item := q.c.e(s).item
+		if q.shut {
+			q.finishLocked()
+		}
+		q.mu.Unlock()
+		if q.metrics != nil {
+			q.metrics.Started(time.Duration(waited))
+		}
+		return item, nil
+	}
+	if q.shut && q.c.redirty == 0 {
+		q.mu.Unlock()
+		return zero, ErrShutDown
+	}
+	if ctx.Done() != nil {
+		if err := ctx.Err(); err != nil {
+			q.mu.Unlock()
+			return zero, err
+		}
+	}
+	w := q.getWaiter()
+	q.waiters = append(q.waiters, w)
+	q.mu.Unlock()
+
+	select {
+	case <-w.ch:
+	case <-ctx.Done():
+		q.mu.Lock()
+		if w.res == resWaiting {
+			q.removeWaiterLocked(w)
+			q.mu.Unlock()
+			q.pool.Put(w)
+			return zero, ctx.Err()
+		}
+		q.mu.Unlock()
+		<-w.ch // it was woken concurrently: take what it was given
+	}
+	res, item, waited := w.res, w.item, w.waited
+	w.item = zero
+	q.pool.Put(w)
+	if res == resShutDown {
+		return zero, ErrShutDown
+	}
+	if q.metrics != nil {
+		q.metrics.Started(time.Duration(waited))
+	}
+	return item, nil
+}
+
+func (q *Queue[T]) getWaiter() *waiter[T] {
+	if w, ok := q.pool.Get().(*waiter[T]); ok {
+		w.res = resWaiting
+		return w
+	}
+	return &waiter[T]{ch: make(chan struct{}, 1)}
+}
+
+func (q *Queue[T]) removeWaiterLocked(w *waiter[T]) {
+	for i, x := range q.waiters {
+		if x == w {
+			copy(q.waiters[i:], q.waiters[i+1:])
+			q.waiters[len(q.waiters)-1] = nil
+			q.waiters = q.waiters[:len(q.waiters)-1]
+			return
+		}
+	}
+}
+
+// Done marks the end of processing of an item returned by Get. If the item was added again
+// meanwhile, it is queued again now. Done of an item that is not being processed (never
+// handed out, or already Done) does nothing.
+func (q *Queue[T]) Done(item T) {
+	q.mu.Lock()
+	var now int64
+	if q.metrics != nil {
+		now = q.now()
+	}
+	ok, worked := q.c.done(item, now)
+	if ok && len(q.waiters) > 0 {
+		q.dispatchLocked(now)
+	}
+	if q.shut {
+		q.finishLocked()
+	}
+	q.mu.Unlock()
+	if ok && q.metrics != nil {
+		q.metrics.Finished(time.Duration(worked))
+	}
+}
+
+// Len returns the number of items ready to be handed out (not those being processed or
+// scheduled for later). It is a snapshot for information only.
+func (q *Queue[T]) Len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.c.ready
+}
+
+// ShuttingDown reports whether ShutDown or ShutDownWithDrain has been called.
+func (q *Queue[T]) ShuttingDown() bool { return q.shutFlag.Load() }
+
+// ShutDown stops the queue: later adds are ignored, pending delayed adds are dropped, and
+// the delay timer is stopped (no goroutine of the queue runs after ShutDown returns). Items
+// already ready are still handed out by Get, as are items added again while being
+// processed (after their Done); then Get returns ErrShutDown. The RateLimiter's Reset
+// method, if any, is called to release its bookkeeping. ShutDown may be called many times.
+func (q *Queue[T]) ShutDown() {
+	q.smu.Lock()
+	if !q.sshut {
+		q.sshut = true
+		clear(q.stage)
+		q.stage = nil
+		q.stageMin = math.MaxInt64
+		q.armLocked(math.MaxInt64, 0)
+	}
+	q.smu.Unlock()
+
+	q.mu.Lock()
+	first := !q.shut
+	if first {
+		q.shut = true
+		q.shutFlag.Store(true)
+		q.c.dropDelayed()
+		q.c.dropCache()
+	}
+	q.finishLocked()
+	q.mu.Unlock()
+	q.timerWG.Wait()
+	if first {
+		if rs, ok := q.limiter.(interface{ Reset() }); ok {
+			rs.Reset()
+		}
+	}
+}
+
+// ShutDownWithDrain shuts the queue down like ShutDown and then waits until every ready
+// item has been handed out and every handed-out item is Done, or until ctx ends. Workers
+// must keep calling Get until it returns ErrShutDown and call Done for every item,
+// otherwise the wait lasts until ctx ends. On ctx's end it returns an error wrapping
+// ctx.Err() that says how much work was left.
+func (q *Queue[T]) ShutDownWithDrain(ctx context.Context) error {
+	q.ShutDown()
+	q.mu.Lock()
+	if q.c.ready == 0 && q.c.inflight == 0 {
+		q.mu.Unlock()
+		return nil
+	}
+	if q.idle == nil {
+		q.idle = make(chan struct{})
+	}
+	idle := q.idle
+	q.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		q.mu.Lock()
+		ready, inflight := q.c.ready, q.c.inflight
+		q.mu.Unlock()
+		if ready == 0 && inflight == 0 {
+			return nil
+		}
+		return fmt.Errorf("workqueue: drain stopped with %d items ready and %d in flight: %w", ready, inflight, ctx.Err())
+	}
+}
+
+// inFlight is handed to Metrics.Attach.
+func (q *Queue[T]) inFlight() InFlight {
+	q.mu.Lock()
+	n, total, longest := q.c.inFlight(q.now())
+	q.mu.Unlock()
+	return InFlight{Items: n, Total: time.Duration(total), Longest: time.Duration(longest)}
+}

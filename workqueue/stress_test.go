@@ -1,0 +1,106 @@
+package workqueue
+
+import (
+	"context"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// TestStressInvariants runs producers and workers concurrently over a small set of items,
+// with every kind of add, priorities and fairness keys, then drains the queue. It checks:
+// no item is ever held by two workers; every item is processed after its last add (the
+// last processing of each item saw its final add count); nothing is lost at drain.
+func TestStressInvariants(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const items, producers, workers, addsEach = 300, 4, 8, 4000
+		q := New(Config[int]{
+			FairnessKey:  func(i int) string { return strconv.Itoa(i % 5) },
+			AgingLimit:   3,
+			KeepFinished: 16,
+			RateLimiter: NewMaxOf[int](
+				NewExponential[int](time.Millisecond, 100*time.Millisecond),
+				NewBucket[int](rate.NewLimiter(1000, 50)),
+			),
+		})
+		var adds, seen [items]atomic.Int64
+		var held [items]atomic.Bool
+		var processed atomic.Int64
+
+		var workersWG sync.WaitGroup
+		for range workers {
+			workersWG.Go(func() {
+				for {
+					item, err := q.Get(context.Background())
+					if err != nil {
+						return
+					}
+					if !held[item].CompareAndSwap(false, true) {
+						t.Errorf("item %d handed to two workers", item)
+					}
+					seen[item].Store(adds[item].Load())
+					if item%7 == 0 {
+						time.Sleep(time.Millisecond) // some slow work
+					}
+					if item%3 == 0 {
+						q.Forget(item)
+					}
+					processed.Add(1)
+					held[item].Store(false)
+					q.Done(item)
+				}
+			})
+		}
+
+		var producersWG sync.WaitGroup
+		for p := range producers {
+			producersWG.Go(func() {
+				r := rand.New(rand.NewPCG(uint64(p), 7))
+				for range addsEach {
+					item := r.IntN(items)
+					adds[item].Add(1) // counted before the add takes effect
+					switch r.IntN(5) {
+					case 0:
+						q.AddWithOptions(item, AddOptions{Priority: r.IntN(4)})
+					case 1:
+						q.AddAfter(item, time.Duration(r.IntN(5000))*time.Microsecond)
+					case 2:
+						q.AddRateLimited(item)
+					case 3:
+						q.AddWithOptions(item, AddOptions{Delay: time.Millisecond, Priority: r.IntN(4), RateLimited: r.IntN(2) == 0})
+					default:
+						q.Add(item)
+					}
+				}
+			})
+		}
+		producersWG.Wait()
+		time.Sleep(time.Hour) // every delayed add has fired
+		if n := scheduled(q); n != 0 {
+			t.Fatalf("%d adds still scheduled after an hour", n)
+		}
+		if err := q.ShutDownWithDrain(context.Background()); err != nil {
+			t.Fatalf("drain: %v", err)
+		}
+		workersWG.Wait()
+
+		if n := q.Len(); n != 0 {
+			t.Fatalf("%d items left after drain", n)
+		}
+		for i := range items {
+			if a, s := adds[i].Load(), seen[i].Load(); a != s {
+				t.Errorf("item %d: %d adds, last processing saw %d", i, a, s)
+			}
+		}
+		if processed.Load() == 0 {
+			t.Fatal("nothing processed")
+		}
+		checkInvariants(t, q)
+	})
+}
