@@ -1,0 +1,110 @@
+package indexer_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/ctrlkit/ctrlkit/indexer"
+)
+
+func pod(ns, name, node string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app": name}},
+		Spec:       corev1.PodSpec{NodeName: node},
+	}
+}
+
+// An Indexer of pods with an index by node: find every pod on a node without a scan.
+func Example() {
+	pods := indexer.New(indexer.Config[*corev1.Pod]{
+		Indexers: indexer.Indexers[*corev1.Pod]{
+			"node": func(p *corev1.Pod) ([]string, error) { return []string{p.Spec.NodeName}, nil },
+		},
+	})
+	_ = pods.Add(pod("default", "web", "node-1"))
+	_ = pods.Add(pod("default", "db", "node-2"))
+	_ = pods.Add(pod("kube-system", "dns", "node-1"))
+
+	keys, _ := pods.IndexKeys("node", "node-1")
+	slices.Sort(keys)
+	fmt.Println(keys)
+
+	p, ok := pods.Get("default/db")
+	fmt.Println(p.Spec.NodeName, ok)
+	// Output:
+	// [default/web kube-system/dns]
+	// node-2 true
+}
+
+// A Lister answers Kubernetes-style reads; a missing object is a NotFound error.
+func ExampleLister() {
+	pods := indexer.New(indexer.Config[*corev1.Pod]{
+		Indexers: indexer.Indexers[*corev1.Pod]{indexer.NamespaceIndexName: indexer.NamespaceIndex[*corev1.Pod]},
+	})
+	_ = pods.Add(pod("default", "web", "node-1"))
+	_ = pods.Add(pod("default", "db", "node-2"))
+	_ = pods.Add(pod("other", "web", "node-1"))
+
+	lister := indexer.NewLister(pods)
+	web, _ := lister.Namespace("default").List(labels.SelectorFromSet(labels.Set{"app": "web"}))
+	fmt.Println(len(web), web[0].Namespace)
+
+	_, err := lister.Get("default", "cache")
+	fmt.Println(apierrors.IsNotFound(err))
+	// Output:
+	// 1 default
+	// true
+}
+
+// Indexes can be added while the store holds data.
+func ExampleIndexer_AddIndexes() {
+	pods := indexer.New(indexer.Config[*corev1.Pod]{})
+	_ = pods.Add(pod("default", "web", "node-1"))
+	_ = pods.Add(pod("default", "db", "node-1"))
+
+	err := pods.AddIndexes(indexer.Indexers[*corev1.Pod]{
+		"node": func(p *corev1.Pod) ([]string, error) { return []string{p.Spec.NodeName}, nil },
+	})
+	onNode, _ := pods.ByIndex("node", "node-1")
+	fmt.Println(err, len(onNode))
+	// Output: <nil> 2
+}
+
+// An index function that fails leaves the store unchanged and its error is returned.
+func ExampleIndexError() {
+	errNoNode := errors.New("pod is not scheduled")
+	pods := indexer.New(indexer.Config[*corev1.Pod]{
+		Indexers: indexer.Indexers[*corev1.Pod]{
+			"node": func(p *corev1.Pod) ([]string, error) {
+				if p.Spec.NodeName == "" {
+					return nil, errNoNode
+				}
+				return []string{p.Spec.NodeName}, nil
+			},
+		},
+	})
+	err := pods.Add(pod("default", "pending", ""))
+	fmt.Println(err)
+	fmt.Println(errors.Is(err, errNoNode), pods.Len())
+	// Output:
+	// indexer: index "node" on object "default/pending": pod is not scheduled
+	// true 0
+}
+
+// The mutation detector, for tests, reports cached objects that a caller changed.
+func ExampleIndexer_CheckMutations() {
+	pods := indexer.New(indexer.Config[*corev1.Pod]{DetectMutations: true})
+	_ = pods.Add(pod("default", "web", "node-1"))
+
+	p, _ := pods.Get("default/web")
+	p.Labels["app"] = "changed" // wrong: cached objects are read-only
+
+	fmt.Println(pods.CheckMutations())
+	// Output: indexer: 1 cached object(s) were mutated: default/web
+}

@@ -1,0 +1,238 @@
+package indexer
+
+// index is one named secondary index over the slots of a core. It is not safe for
+// concurrent use; the Indexer's lock guards it.
+//
+// Layout: every distinct indexed value gets a small integer id (interned in ids) whose
+// entry lists the member slots. Every slot remembers where it sits in those member
+// lists, so removing a slot never calls the index function again and costs O(values of
+// that slot), not O(members).
+//
+// Invariants, checked by validate in tests:
+//   - ids[v] == id iff vals[id].value == v and vals[id] is live (len(members) > 0);
+//     a value with no members left is deleted from ids and its id goes to freeIDs.
+//   - slot s is a member of value id at position p iff vals[id].members[p] == s and
+//     either slotVal[s] == id && slotPos[s] == p (the single-value case) or slotVal[s]
+//     == multiValue and multi[s] holds {id, p}.
+//   - slotVal[s] == noValue iff s is indexed under no value (or is a free slot).
+type index struct {
+	ids     map[string]int32
+	vals    []valueEntry
+	freeIDs []int32
+
+	// slotVal and slotPos are parallel to the core's slots (they may be shorter; a
+	// missing entry means noValue).
+	slotVal []int32
+	slotPos []int32
+	// multi holds the memberships of slots indexed under two or more values
+	// (slotVal == multiValue).
+	multi map[int32][]membership
+}
+
+const (
+	noValue    int32 = -1
+	multiValue int32 = -2
+)
+
+type valueEntry struct {
+	value   string
+	members []int32
+}
+
+type membership struct {
+	val, pos int32
+}
+
+// newIndex returns an empty index with room for slot ids below slots.
+func newIndex(slots int) *index {
+	return &index{
+		ids:     make(map[string]int32),
+		slotVal: make([]int32, 0, slots),
+		slotPos: make([]int32, 0, slots),
+	}
+}
+
+// grow makes room for slot ids below n.
+func (ix *index) grow(n int) {
+	old := len(ix.slotVal)
+	if n <= old {
+		return
+	}
+	if n <= cap(ix.slotVal) {
+		ix.slotVal = ix.slotVal[:n]
+		ix.slotPos = ix.slotPos[:n]
+	} else {
+		// Grow like append does, amortizing the copies.
+		c := max(n, 2*cap(ix.slotVal))
+		ix.slotVal = append(make([]int32, 0, c), ix.slotVal...)[:n]
+		ix.slotPos = append(make([]int32, 0, c), ix.slotPos...)[:n]
+	}
+	for i := old; i < n; i++ {
+		ix.slotVal[i] = noValue
+		ix.slotPos[i] = 0
+	}
+}
+
+// set makes slot s a member of exactly the given values. values must be free of
+// duplicates. It does nothing when s already has exactly these values in the common
+// single-value case.
+func (ix *index) set(s int32, values []string) {
+	if int(s) >= len(ix.slotVal) {
+		ix.grow(int(s) + 1)
+	}
+	if cur := ix.slotVal[s]; cur >= 0 && len(values) == 1 && ix.vals[cur].value == values[0] {
+		return
+	}
+	ix.clear(s)
+	switch len(values) {
+	case 0:
+	case 1:
+		id := ix.intern(values[0])
+		ix.slotVal[s] = id
+		ix.slotPos[s] = ix.addMember(id, s)
+	default:
+		ms := make([]membership, len(values))
+		for i, v := range values {
+			id := ix.intern(v)
+			ms[i] = membership{val: id, pos: ix.addMember(id, s)}
+		}
+		if ix.multi == nil {
+			ix.multi = make(map[int32][]membership)
+		}
+		ix.multi[s] = ms
+		ix.slotVal[s] = multiValue
+	}
+}
+
+// clear removes slot s from every value it is indexed under.
+func (ix *index) clear(s int32) {
+	if int(s) >= len(ix.slotVal) {
+		return
+	}
+	switch cur := ix.slotVal[s]; {
+	case cur >= 0:
+		ix.slotVal[s] = noValue
+		ix.removeMember(cur, ix.slotPos[s])
+	case cur == multiValue:
+		ms := ix.multi[s]
+		delete(ix.multi, s)
+		ix.slotVal[s] = noValue
+		for _, m := range ms {
+			ix.removeMember(m.val, m.pos)
+		}
+	}
+}
+
+func (ix *index) intern(v string) int32 {
+	if id, ok := ix.ids[v]; ok {
+		return id
+	}
+	var id int32
+	if n := len(ix.freeIDs); n > 0 {
+		id = ix.freeIDs[n-1]
+		ix.freeIDs = ix.freeIDs[:n-1]
+		ix.vals[id].value = v
+	} else {
+		id = int32(len(ix.vals))
+		ix.vals = append(ix.vals, valueEntry{value: v})
+	}
+	ix.ids[v] = id
+	return id
+}
+
+func (ix *index) addMember(id, s int32) int32 {
+	e := &ix.vals[id]
+	e.members = append(e.members, s)
+	return int32(len(e.members) - 1)
+}
+
+// removeMember drops the member at position pos of value id by moving the last member
+// into its place. The slot owning that membership must already have forgotten it.
+func (ix *index) removeMember(id, pos int32) {
+	e := &ix.vals[id]
+	last := int32(len(e.members) - 1)
+	if pos != last {
+		moved := e.members[last]
+		e.members[pos] = moved
+		ix.setPos(moved, id, pos)
+	}
+	e.members = e.members[:last]
+	switch {
+	case last == 0:
+		delete(ix.ids, e.value)
+		*e = valueEntry{}
+		ix.freeIDs = append(ix.freeIDs, id)
+	case cap(e.members) > 64 && len(e.members) < cap(e.members)/4:
+		// Give memory back once a value that was large has shrunk.
+		e.members = append(make([]int32, 0, 2*len(e.members)), e.members...)
+	}
+}
+
+// setPos records that slot s now sits at position pos among the members of value id.
+func (ix *index) setPos(s, id, pos int32) {
+	if ix.slotVal[s] == id {
+		ix.slotPos[s] = pos
+		return
+	}
+	ms := ix.multi[s]
+	for i := range ms {
+		if ms[i].val == id {
+			ms[i].pos = pos
+			return
+		}
+	}
+}
+
+// members returns the slots indexed under value v. The slice is owned by the index.
+func (ix *index) members(v string) []int32 {
+	id, ok := ix.ids[v]
+	if !ok {
+		return nil
+	}
+	return ix.vals[id].members
+}
+
+// valuesOf appends the values slot s is indexed under.
+func (ix *index) valuesOf(dst []string, s int32) []string {
+	if int(s) >= len(ix.slotVal) {
+		return dst
+	}
+	switch cur := ix.slotVal[s]; {
+	case cur >= 0:
+		dst = append(dst, ix.vals[cur].value)
+	case cur == multiValue:
+		for _, m := range ix.multi[s] {
+			dst = append(dst, ix.vals[m.val].value)
+		}
+	}
+	return dst
+}
+
+// renumber rewrites slot ids after the core compacted its slots: slot s becomes
+// remap[s] (every indexed slot is live, so remap[s] >= 0), and n slots remain.
+func (ix *index) renumber(remap []int32, n int) {
+	for i := range ix.vals {
+		for j, s := range ix.vals[i].members {
+			ix.vals[i].members[j] = remap[s]
+		}
+	}
+	slotVal := make([]int32, n)
+	slotPos := make([]int32, n)
+	for i := range slotVal {
+		slotVal[i] = noValue
+	}
+	for s := range min(len(ix.slotVal), len(remap)) {
+		if ns := remap[s]; ns >= 0 {
+			slotVal[ns] = ix.slotVal[s]
+			slotPos[ns] = ix.slotPos[s]
+		}
+	}
+	ix.slotVal, ix.slotPos = slotVal, slotPos
+	if len(ix.multi) > 0 {
+		multi := make(map[int32][]membership, len(ix.multi))
+		for s, ms := range ix.multi {
+			multi[remap[s]] = ms
+		}
+		ix.multi = multi
+	}
+}

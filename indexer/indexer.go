@@ -1,0 +1,721 @@
+package indexer
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// KeyFunc computes the unique key under which an object is stored. It must be
+// deterministic and must not return the empty string for a valid object.
+type KeyFunc[T any] func(obj T) (string, error)
+
+// IndexFunc computes the values under which an object is indexed. It may return no
+// value, one, or several; duplicates are ignored. It must be deterministic for a given
+// object and must not modify it.
+type IndexFunc[T any] func(obj T) ([]string, error)
+
+// Indexers names index functions.
+type Indexers[T any] map[string]IndexFunc[T]
+
+// Config configures an Indexer. The zero value is valid for any T that implements
+// metav1.Object: objects are keyed by MetaKey and there are no indexes.
+type Config[T any] struct {
+	// KeyFunc computes object keys. Nil means MetaKey, which requires T to implement
+	// metav1.Object (New panics otherwise).
+	KeyFunc KeyFunc[T]
+
+	// Indexers are the indexes maintained from the start. More can be added later with
+	// AddIndexes. A nil function makes New panic.
+	Indexers Indexers[T]
+
+	// DetectMutations makes the Indexer keep a deep copy of every object it stores and
+	// compare it with the stored object when the object leaves the store (update,
+	// delete, replace) and on CheckMutations. It is meant for tests: it doubles the
+	// memory held and adds a deep copy to every write and a deep comparison to every
+	// overwrite or delete.
+	DetectMutations bool
+
+	// DeepCopy copies an object for the mutation detector. Nil means T's own
+	// DeepCopy() T or DeepCopyObject() method (all Kubernetes API types have both);
+	// New panics if DetectMutations is set and T has neither.
+	DeepCopy func(T) T
+}
+
+// Indexer is a thread-safe, typed store of objects by key with named secondary
+// indexes.
+//
+// Objects are shared, not copied: Get, List, ByIndex and the Lister return the very
+// values that were stored, so callers must treat them as read-only. Changing a stored
+// object in place corrupts the indexes (they are not recomputed) and races with other
+// readers; copy it first (DeepCopy) and store the copy. Config.DetectMutations catches
+// violations in tests.
+//
+// Writes compute the key and every index value before taking the lock, so key and
+// index functions never run under the lock, and a function that fails leaves the
+// store exactly as it was. Reads take a shared lock and cost O(result).
+//
+// Memory: per object, one map entry (key → slot), one slot (key and object), and per
+// index 12 bytes plus the value's share of its member list. Deleted slots are reused;
+// when more than half of them are free the store compacts itself.
+//
+// An Indexer must be created with New; its zero value is not usable.
+type Indexer[T any] struct {
+	keyFunc  KeyFunc[T]
+	isNil    func(T) bool
+	deepCopy func(T) T // non-nil iff the mutation detector is on
+
+	// set is the current index set. It is replaced (never modified) under mu, so a
+	// reader holding mu sees the set that matches c.idx; writers load it without mu to
+	// compute values and check under mu that it did not change.
+	set atomic.Pointer[indexSet[T]]
+
+	// addMu serializes AddIndexes calls.
+	addMu sync.Mutex
+
+	mu sync.RWMutex
+	// cond (on mu) is broadcast when an AddIndexes finishes.
+	cond sync.Cond
+	c    *core[T]
+	// tracking is non-nil while AddIndexes indexes existing objects outside the lock:
+	// every write records, by slot, the values of the pending index functions for the
+	// object it stored (or that it deleted the slot).
+	tracking map[int32]tracked
+}
+
+// indexSet is an immutable set of index functions, in the order of core.idx.
+type indexSet[T any] struct {
+	names  []string
+	fns    []IndexFunc[T]
+	byName map[string]int
+	// pending are the functions an AddIndexes call is adding; writers compute their
+	// values too and record them in Indexer.tracking.
+	pendingNames []string
+	pending      []IndexFunc[T]
+}
+
+type tracked struct {
+	vals    [][]string
+	err     error
+	deleted bool
+}
+
+// New returns an empty Indexer. It panics if cfg.KeyFunc is nil and T does not
+// implement metav1.Object, if an index function is nil, or if DetectMutations is set
+// and no deep-copy function is available.
+func New[T any](cfg Config[T]) *Indexer[T] {
+	x := &Indexer[T]{keyFunc: cfg.KeyFunc, isNil: nilChecker[T]()}
+	if x.keyFunc == nil {
+		if !reflect.TypeFor[T]().Implements(reflect.TypeFor[metav1.Object]()) {
+			panic(fmt.Sprintf("indexer: Config.KeyFunc is nil and %v does not implement metav1.Object", reflect.TypeFor[T]()))
+		}
+		x.keyFunc = func(obj T) (string, error) { return metaKey(any(obj).(metav1.Object)) }
+	}
+	names := make([]string, 0, len(cfg.Indexers))
+	for name, fn := range cfg.Indexers {
+		if fn == nil {
+			panic(fmt.Sprintf("indexer: index function %q is nil", name))
+		}
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	set := &indexSet[T]{names: names, byName: make(map[string]int, len(names))}
+	for j, name := range names {
+		set.fns = append(set.fns, cfg.Indexers[name])
+		set.byName[name] = j
+	}
+	x.set.Store(set)
+	var equal func(a, b T) bool
+	if cfg.DetectMutations {
+		x.deepCopy = cfg.DeepCopy
+		if x.deepCopy == nil {
+			x.deepCopy = defaultDeepCopy[T]()
+		}
+		equal = func(a, b T) bool { return reflect.DeepEqual(a, b) }
+	}
+	x.c = newCore[T](len(names), 0, cfg.DetectMutations, equal)
+	x.cond.L = &x.mu
+	return x
+}
+
+// Add stores obj, replacing any object with the same key. It is the same as Update.
+func (x *Indexer[T]) Add(obj T) error { return x.store(obj) }
+
+// Update stores obj, replacing any object with the same key (or adding it).
+func (x *Indexer[T]) Update(obj T) error { return x.store(obj) }
+
+func (x *Indexer[T]) store(obj T) error {
+	key, err := x.keyOf(obj)
+	if err != nil {
+		return err
+	}
+	var cp T
+	if x.deepCopy != nil {
+		cp = x.deepCopy(obj)
+	}
+	var buf [4][]string
+	for {
+		set := x.set.Load()
+		vals, err := set.compute(buf[:0], obj, key)
+		if err != nil {
+			return err
+		}
+		var pend tracked
+		if set.pending != nil {
+			pend = set.computePending(obj, key)
+		}
+		x.mu.Lock()
+		if x.set.Load() != set {
+			// AddIndexes changed the index set while we computed: start over.
+			x.mu.Unlock()
+			continue
+		}
+		s := x.c.put(key, obj, vals, cp)
+		if x.tracking != nil {
+			x.tracking[s] = pend
+		}
+		x.mu.Unlock()
+		return nil
+	}
+}
+
+// Delete removes the object with obj's key, if any. Only the key of obj is used.
+func (x *Indexer[T]) Delete(obj T) error {
+	key, err := x.keyOf(obj)
+	if err != nil {
+		return err
+	}
+	return x.DeleteKey(key)
+}
+
+// DeleteKey removes the object stored under key, if any.
+func (x *Indexer[T]) DeleteKey(key string) error {
+	if key == "" {
+		return ErrEmptyKey
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	s, ok := x.c.remove(key)
+	if !ok {
+		return nil
+	}
+	if x.tracking != nil {
+		x.tracking[s] = tracked{deleted: true}
+	} else if x.c.sparse() {
+		x.c.compact()
+	}
+	return nil
+}
+
+// Replace makes objs the whole contents of the store: objects whose keys are not in
+// objs are removed. If several objects share a key the last one wins. If any object is
+// nil or any key or index function fails, Replace returns the error and the store is
+// unchanged. Replace does not retain objs (only its elements).
+//
+// Cost: the keys and index values of all of objs are computed first, outside the
+// lock. When the store already holds a comparable number of objects it is then
+// updated in place under the lock (O(len(objs) + Len()), no second copy of the store
+// is built); when it is much smaller than objs, the new contents are built outside
+// the lock and swapped in.
+func (x *Indexer[T]) Replace(objs []T) error {
+	var copies []T
+	if x.deepCopy != nil {
+		copies = make([]T, len(objs))
+		for i, obj := range objs {
+			if !x.isNil(obj) {
+				copies[i] = x.deepCopy(obj)
+			}
+		}
+	}
+	var keys []string
+	for {
+		x.mu.Lock()
+		for x.set.Load().pending != nil {
+			x.cond.Wait()
+		}
+		set, size := x.set.Load(), x.c.len()
+		x.mu.Unlock()
+
+		if size < len(objs)/2 {
+			// Mostly new contents: build them aside and swap them in.
+			nc, err := x.build(set, objs, copies)
+			if err != nil {
+				return err
+			}
+			x.mu.Lock()
+			if x.set.Load() != set {
+				x.mu.Unlock()
+				continue
+			}
+			old := x.c
+			x.c = nc
+			x.mu.Unlock()
+			if old.copies != nil {
+				x.checkDiscarded(old)
+			}
+			return nil
+		}
+
+		// Update in place: compute everything first, then apply under the lock.
+		if keys == nil {
+			keys = make([]string, len(objs))
+			for i, obj := range objs {
+				k, err := x.keyOf(obj)
+				if err != nil {
+					return fmt.Errorf("%w (replace item %d)", err, i)
+				}
+				keys[i] = k
+			}
+		}
+		t := newValueTable(len(set.fns), len(objs))
+		var buf [4][]string
+		for i, obj := range objs {
+			row, err := set.compute(buf[:0], obj, keys[i])
+			if err != nil {
+				return fmt.Errorf("%w (replace item %d)", err, i)
+			}
+			for _, v := range row {
+				t.add(v)
+			}
+		}
+		x.mu.Lock()
+		if x.set.Load() != set {
+			x.mu.Unlock()
+			continue
+		}
+		x.c.replace(objs, keys, t, copies)
+		if x.c.sparse() {
+			x.c.compact()
+		}
+		x.mu.Unlock()
+		return nil
+	}
+}
+
+// build returns a new core holding objs. It runs without the lock.
+func (x *Indexer[T]) build(set *indexSet[T], objs []T, copies []T) (*core[T], error) {
+	nc := newCore[T](len(set.fns), len(objs), x.deepCopy != nil, x.c.equal)
+	var buf [4][]string
+	var cp T
+	for i, obj := range objs {
+		key, err := x.keyOf(obj)
+		if err != nil {
+			return nil, fmt.Errorf("%w (replace item %d)", err, i)
+		}
+		row, err := set.compute(buf[:0], obj, key)
+		if err != nil {
+			return nil, fmt.Errorf("%w (replace item %d)", err, i)
+		}
+		if copies != nil {
+			cp = copies[i]
+		}
+		nc.put(key, obj, row, cp)
+	}
+	nc.mutated = nil // an object given twice is not a mutation
+	return nc, nil
+}
+
+// checkDiscarded records mutations of the objects in a core that Replace dropped.
+func (x *Indexer[T]) checkDiscarded(old *core[T]) {
+	var mutated []string
+	for s := range old.slots {
+		if old.slots[s].key != "" && !old.equal(old.slots[s].obj, old.copies[s]) {
+			mutated = append(mutated, old.slots[s].key)
+		}
+	}
+	mutated = append(mutated, old.mutated...)
+	if len(mutated) > 0 {
+		x.mu.Lock()
+		x.c.mutated = append(x.c.mutated, mutated...)
+		x.mu.Unlock()
+	}
+}
+
+func (x *Indexer[T]) keyOf(obj T) (string, error) {
+	if x.isNil(obj) {
+		return "", ErrNilObject
+	}
+	key, err := x.keyFunc(obj)
+	if err != nil {
+		return "", &KeyError{Err: err}
+	}
+	if key == "" {
+		return "", ErrEmptyKey
+	}
+	return key, nil
+}
+
+// compute appends the deduplicated values of every index function for obj.
+func (s *indexSet[T]) compute(dst [][]string, obj T, key string) ([][]string, error) {
+	for j, fn := range s.fns {
+		v, err := fn(obj)
+		if err != nil {
+			return nil, &IndexError{Index: s.names[j], Key: key, Err: err}
+		}
+		dst = append(dst, dedupe(v))
+	}
+	return dst, nil
+}
+
+func (s *indexSet[T]) computePending(obj T, key string) tracked {
+	vals := make([][]string, len(s.pending))
+	for j, fn := range s.pending {
+		v, err := fn(obj)
+		if err != nil {
+			return tracked{err: &IndexError{Index: s.pendingNames[j], Key: key, Err: err}}
+		}
+		vals[j] = dedupe(v)
+	}
+	return tracked{vals: vals}
+}
+
+// dedupe returns v without repeated values, copying it only if it has repeats.
+func dedupe(v []string) []string {
+	if len(v) < 2 {
+		return v
+	}
+	if len(v) <= 8 {
+		for i := 1; i < len(v); i++ {
+			if slices.Contains(v[:i], v[i]) {
+				return dedupeSlow(v)
+			}
+		}
+		return v
+	}
+	return dedupeSlow(v)
+}
+
+func dedupeSlow(v []string) []string {
+	seen := make(map[string]struct{}, len(v))
+	out := make([]string, 0, len(v))
+	for _, s := range v {
+		if _, dup := seen[s]; !dup {
+			seen[s] = struct{}{}
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// AddIndexes adds indexes and indexes every object already stored. It fails, adding
+// nothing, if a name is already registered, a function is nil, or a function fails
+// on a stored object (including one written while AddIndexes runs).
+//
+// The new index functions run without the lock; readers and writers proceed
+// meanwhile (writers also compute the new indexes' values for what they store).
+// Replace waits until AddIndexes returns.
+func (x *Indexer[T]) AddIndexes(indexers Indexers[T]) error {
+	if len(indexers) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(indexers))
+	for name, fn := range indexers {
+		if fn == nil {
+			return fmt.Errorf("indexer: index function %q is nil", name)
+		}
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	fns := make([]IndexFunc[T], len(names))
+	for j, name := range names {
+		fns[j] = indexers[name]
+	}
+
+	x.addMu.Lock()
+	defer x.addMu.Unlock()
+
+	// Publish the pending functions and take a snapshot of the objects to index.
+	x.mu.Lock()
+	set := x.set.Load()
+	for _, name := range names {
+		if _, ok := set.byName[name]; ok {
+			x.mu.Unlock()
+			return fmt.Errorf("%w: %q", ErrIndexExists, name)
+		}
+	}
+	x.set.Store(&indexSet[T]{names: set.names, fns: set.fns, byName: set.byName, pendingNames: names, pending: fns})
+	x.tracking = make(map[int32]tracked)
+	snapSlots := make([]int32, 0, x.c.len())
+	snapObjs := make([]T, 0, x.c.len())
+	snapKeys := make([]string, 0, x.c.len())
+	for s := range x.c.slots {
+		if sl := &x.c.slots[s]; sl.key != "" {
+			snapSlots = append(snapSlots, int32(s))
+			snapObjs = append(snapObjs, sl.obj)
+			snapKeys = append(snapKeys, sl.key)
+		}
+	}
+	x.mu.Unlock()
+
+	finish := func(next *indexSet[T]) {
+		x.set.Store(next)
+		x.tracking = nil
+		x.cond.Broadcast()
+		x.mu.Unlock()
+	}
+
+	// Index the snapshot without the lock.
+	pendSet := &indexSet[T]{names: names, fns: fns}
+	t := newValueTable(len(fns), len(snapObjs))
+	var buf [4][]string
+	for i, obj := range snapObjs {
+		row, err := pendSet.compute(buf[:0], obj, snapKeys[i])
+		if err != nil {
+			x.mu.Lock()
+			finish(set)
+			return err
+		}
+		for _, v := range row {
+			t.add(v)
+		}
+	}
+
+	x.mu.Lock()
+	for _, tr := range x.tracking {
+		if !tr.deleted && tr.err != nil {
+			err := tr.err
+			finish(set)
+			return err
+		}
+	}
+	built := make([]*index, len(fns))
+	for j := range built {
+		ix := newIndex(len(x.c.slots))
+		for i, s := range snapSlots {
+			if _, written := x.tracking[s]; !written {
+				ix.set(s, t.cell(i*len(fns)+j))
+			}
+		}
+		for s, tr := range x.tracking {
+			if !tr.deleted {
+				ix.set(s, tr.vals[j])
+			}
+		}
+		built[j] = ix
+	}
+	next := &indexSet[T]{
+		names:  append(slices.Clip(set.names), names...),
+		fns:    append(slices.Clip(set.fns), fns...),
+		byName: make(map[string]int, len(set.names)+len(names)),
+	}
+	for j, name := range next.names {
+		next.byName[name] = j
+	}
+	x.c.idx = append(x.c.idx, built...)
+	finish(next)
+	return nil
+}
+
+// Get returns the object stored under key.
+func (x *Indexer[T]) Get(key string) (T, bool) {
+	x.mu.RLock()
+	s, ok := x.c.keys[key]
+	var obj T
+	if ok {
+		obj = x.c.slots[s].obj
+	}
+	x.mu.RUnlock()
+	return obj, ok
+}
+
+// getBytes is Get for a key held in a byte slice; it does not allocate.
+func (x *Indexer[T]) getBytes(key []byte) (T, bool) {
+	x.mu.RLock()
+	s, ok := x.c.keys[string(key)]
+	var obj T
+	if ok {
+		obj = x.c.slots[s].obj
+	}
+	x.mu.RUnlock()
+	return obj, ok
+}
+
+// GetByObject returns the stored object with obj's key.
+func (x *Indexer[T]) GetByObject(obj T) (T, bool, error) {
+	key, err := x.keyOf(obj)
+	if err != nil {
+		var zero T
+		return zero, false, err
+	}
+	got, ok := x.Get(key)
+	return got, ok, nil
+}
+
+// List returns every stored object, in no particular order.
+func (x *Indexer[T]) List() []T {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	out := make([]T, 0, x.c.len())
+	for s := range x.c.slots {
+		if x.c.slots[s].key != "" {
+			out = append(out, x.c.slots[s].obj)
+		}
+	}
+	return out
+}
+
+// ListKeys returns the key of every stored object, in no particular order.
+func (x *Indexer[T]) ListKeys() []string {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	out := make([]string, 0, x.c.len())
+	for s := range x.c.slots {
+		if k := x.c.slots[s].key; k != "" {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// Len returns the number of stored objects.
+func (x *Indexer[T]) Len() int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.c.len()
+}
+
+// indexLocked returns the named index. It requires mu held (shared or exclusive).
+func (x *Indexer[T]) indexLocked(name string) (*index, error) {
+	j, ok := x.set.Load().byName[name]
+	if !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnknownIndex, name)
+	}
+	return x.c.idx[j], nil
+}
+
+// ByIndex returns the objects indexed under value in the named index, in no
+// particular order. It costs one allocation (the result) and O(result).
+func (x *Indexer[T]) ByIndex(name, value string) ([]T, error) {
+	return x.AppendByIndex(nil, name, value)
+}
+
+// AppendByIndex is ByIndex appending to dst; it does not allocate when dst has room.
+func (x *Indexer[T]) AppendByIndex(dst []T, name, value string) ([]T, error) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	ix, err := x.indexLocked(name)
+	if err != nil {
+		return dst, err
+	}
+	members := ix.members(value)
+	dst = slices.Grow(dst, len(members))
+	for _, s := range members {
+		dst = append(dst, x.c.slots[s].obj)
+	}
+	return dst, nil
+}
+
+// IndexKeys returns the keys of the objects indexed under value in the named index,
+// in no particular order.
+func (x *Indexer[T]) IndexKeys(name, value string) ([]string, error) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	ix, err := x.indexLocked(name)
+	if err != nil {
+		return nil, err
+	}
+	members := ix.members(value)
+	out := make([]string, len(members))
+	for i, s := range members {
+		out[i] = x.c.slots[s].key
+	}
+	return out, nil
+}
+
+// IndexValues returns every value under which at least one object is indexed in the
+// named index, in no particular order.
+func (x *Indexer[T]) IndexValues(name string) ([]string, error) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	ix, err := x.indexLocked(name)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(ix.ids))
+	for v := range ix.ids {
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// IndexNames returns the names of the registered indexes, sorted.
+func (x *Indexer[T]) IndexNames() []string {
+	names := slices.Clone(x.set.Load().names)
+	sort.Strings(names)
+	return names
+}
+
+// CheckMutations reports, as a *MutationError, every stored object that differs from
+// the deep copy taken when it was stored, and every object found changed when it left
+// the store since the last call. It returns nil if the mutation detector is off.
+// Cost: a deep comparison of every stored object, under the lock.
+func (x *Indexer[T]) CheckMutations() error {
+	if x.deepCopy == nil {
+		return nil
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	keys := x.c.mutated
+	x.c.mutated = nil
+	for s := range x.c.slots {
+		if sl := &x.c.slots[s]; sl.key != "" && !x.c.equal(sl.obj, x.c.copies[s]) {
+			keys = append(keys, sl.key)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	sort.Strings(keys)
+	return &MutationError{Keys: slices.Compact(keys)}
+}
+
+// nilChecker returns a function reporting whether a T is nil (for an interface T, also
+// a typed nil pointer, map, slice, ... inside it). For types that cannot be nil it
+// always reports false.
+func nilChecker[T any]() func(T) bool {
+	switch reflect.TypeFor[T]().Kind() {
+	case reflect.Interface:
+		return func(v T) bool {
+			a := any(v)
+			if a == nil {
+				return true
+			}
+			switch rv := reflect.ValueOf(a); rv.Kind() {
+			case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.UnsafePointer:
+				return rv.IsNil()
+			}
+			return false
+		}
+	case reflect.Pointer, reflect.Chan, reflect.UnsafePointer:
+		// Comparable, so comparing with the zero value is cheap and exact.
+		return func(v T) bool { var zero T; return any(v) == any(zero) }
+	case reflect.Map, reflect.Slice, reflect.Func:
+		return func(v T) bool { return reflect.ValueOf(&v).Elem().IsNil() }
+	default:
+		return func(T) bool { return false }
+	}
+}
+
+// defaultDeepCopy returns T's own deep-copy method as a function, or panics.
+func defaultDeepCopy[T any]() func(T) T {
+	t := reflect.TypeFor[T]()
+	type typedCopier interface{ DeepCopy() T }
+	switch {
+	case t.Implements(reflect.TypeFor[typedCopier]()):
+		return func(v T) T { return any(v).(typedCopier).DeepCopy() }
+	case t.Implements(reflect.TypeFor[runtime.Object]()):
+		return func(v T) T {
+			if c, ok := any(v).(runtime.Object).DeepCopyObject().(T); ok {
+				return c
+			}
+			panic(fmt.Sprintf("indexer: DeepCopyObject of %T returned another type", v))
+		}
+	}
+	panic(fmt.Sprintf("indexer: Config.DetectMutations needs Config.DeepCopy: %v has no DeepCopy method", t))
+}
