@@ -1,0 +1,400 @@
+package bench
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/metrics"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/ctrlkit/ctrlkit/indexer"
+)
+
+// The indexer benchmarks store realistic ConfigMaps (namespace, labels, a little
+// data) in both stores, with the same two indexes: by namespace and by the "app"
+// label. ctrlkit uses its ready-made MetaKey and NamespaceIndex, client-go its own
+// MetaNamespaceKeyFunc and MetaNamespaceIndexFunc: what each library's users write.
+
+const (
+	idxObjects    = 100_000
+	idxNamespaces = 100 // 1k objects per namespace
+	idxApps       = 100 // 1k objects per app label value
+	idxAppIndex   = "app"
+)
+
+// idxObjs returns n ConfigMaps with keys ns-<i%namespaces>/cm-<i+offset> and
+// resourceVersion rv.
+func idxObjs(n, offset int, rv string) []*corev1.ConfigMap {
+	objs := make([]*corev1.ConfigMap, n)
+	for i := range objs {
+		id := i + offset
+		objs[i] = &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace:       fmt.Sprintf("ns-%d", id%idxNamespaces),
+				Name:            fmt.Sprintf("cm-%d", id),
+				ResourceVersion: rv,
+				UID:             "3c5a6b0e-6a0f-4a43-9d5e-6b1c2e1b8f00",
+				Labels: map[string]string{
+					"app":  fmt.Sprintf("app-%d", (id/idxNamespaces)%idxApps),
+					"tier": "backend",
+				},
+			},
+			Data: map[string]string{"config.yaml": "key: value\n"},
+		}
+	}
+	return objs
+}
+
+func idxCtrlkit() *indexer.Indexer[*corev1.ConfigMap] {
+	return indexer.New(indexer.Config[*corev1.ConfigMap]{
+		Indexers: indexer.Indexers[*corev1.ConfigMap]{
+			indexer.NamespaceIndexName: indexer.NamespaceIndex[*corev1.ConfigMap],
+			idxAppIndex: func(cm *corev1.ConfigMap) ([]string, error) {
+				return []string{cm.Labels["app"]}, nil
+			},
+		},
+	})
+}
+
+func idxClientgo() cache.Indexer {
+	return cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{
+		cache.NamespaceIndex: cache.MetaNamespaceIndexFunc,
+		idxAppIndex: func(obj any) ([]string, error) {
+			m, err := meta.Accessor(obj)
+			if err != nil {
+				return nil, err
+			}
+			return []string{m.GetLabels()["app"]}, nil
+		},
+	})
+}
+
+// idxStore is what the write benchmarks need from either implementation.
+type idxStore struct {
+	add, update, del func(*corev1.ConfigMap) error
+	// replace prepares the argument each library's Replace takes (client-go's is a
+	// []any, as its reflector builds it) and returns the call to time.
+	replace func([]*corev1.ConfigMap) func() error
+}
+
+func idxCtrlkitStore() idxStore {
+	x := idxCtrlkit()
+	return idxStore{add: x.Add, update: x.Update, del: x.Delete,
+		replace: func(objs []*corev1.ConfigMap) func() error {
+			return func() error { return x.Replace(objs) }
+		},
+	}
+}
+
+func idxClientgoStore() idxStore {
+	x := idxClientgo()
+	return idxStore{
+		add:    func(cm *corev1.ConfigMap) error { return x.Add(cm) },
+		update: func(cm *corev1.ConfigMap) error { return x.Update(cm) },
+		del:    func(cm *corev1.ConfigMap) error { return x.Delete(cm) },
+		replace: func(objs []*corev1.ConfigMap) func() error {
+			list := make([]any, len(objs))
+			for i, o := range objs {
+				list[i] = o
+			}
+			return func() error { return x.Replace(list, "1") }
+		},
+	}
+}
+
+var idxImpls = []struct {
+	name string
+	new  func() idxStore
+}{{"ctrlkit", idxCtrlkitStore}, {"client-go", idxClientgoStore}}
+
+var (
+	idxOnce      sync.Once
+	idxBaseObjs  []*corev1.ConfigMap // the 100k objects every write benchmark starts from
+	idxNewerObjs []*corev1.ConfigMap // the same keys, a newer resourceVersion
+	idxExtraObjs []*corev1.ConfigMap // 100k other keys
+)
+
+func idxBenchObjs() {
+	idxOnce.Do(func() {
+		idxBaseObjs = idxObjs(idxObjects, 0, "1")
+		idxNewerObjs = idxObjs(idxObjects, 0, "2")
+		idxExtraObjs = idxObjs(idxObjects, idxObjects, "1")
+	})
+}
+
+func idxMustFill(b *testing.B, s idxStore, objs []*corev1.ConfigMap) {
+	for _, o := range objs {
+		if err := s.add(o); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkIndexerAdd adds new keys to a store of 100k objects (it grows to at most
+// 200k, then is rebuilt with the timer stopped).
+func BenchmarkIndexerAdd(b *testing.B) {
+	idxBenchObjs()
+	for _, impl := range idxImpls {
+		b.Run(impl.name, func(b *testing.B) {
+			b.ReportAllocs()
+			var s idxStore
+			i := 0
+			for b.Loop() {
+				if i%idxObjects == 0 {
+					b.StopTimer()
+					s = impl.new()
+					idxMustFill(b, s, idxBaseObjs)
+					b.StartTimer()
+				}
+				if err := s.add(idxExtraObjs[i%idxObjects]); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+	}
+}
+
+// BenchmarkIndexerUpdate replaces objects of a 100k store with newer versions that
+// index the same way (the common watch event).
+func BenchmarkIndexerUpdate(b *testing.B) {
+	idxBenchObjs()
+	for _, impl := range idxImpls {
+		b.Run(impl.name, func(b *testing.B) {
+			b.ReportAllocs()
+			s := impl.new()
+			idxMustFill(b, s, idxBaseObjs)
+			i := 0
+			for b.Loop() {
+				objs := idxNewerObjs
+				if (i/idxObjects)%2 == 1 {
+					objs = idxBaseObjs
+				}
+				if err := s.update(objs[i%idxObjects]); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+	}
+}
+
+// BenchmarkIndexerUpdateMove updates objects so that they move to another value of
+// the app index.
+func BenchmarkIndexerUpdateMove(b *testing.B) {
+	idxBenchObjs()
+	moved := idxObjs(idxObjects, 0, "2")
+	for _, o := range moved {
+		o.Labels["app"] = "moved-" + o.Labels["app"]
+	}
+	for _, impl := range idxImpls {
+		b.Run(impl.name, func(b *testing.B) {
+			b.ReportAllocs()
+			s := impl.new()
+			idxMustFill(b, s, idxBaseObjs)
+			i := 0
+			for b.Loop() {
+				objs := moved
+				if (i/idxObjects)%2 == 1 {
+					objs = idxBaseObjs
+				}
+				if err := s.update(objs[i%idxObjects]); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+	}
+}
+
+// BenchmarkIndexerDelete deletes from a store of 200k objects down to 100k, then
+// refills it with the timer stopped.
+func BenchmarkIndexerDelete(b *testing.B) {
+	idxBenchObjs()
+	for _, impl := range idxImpls {
+		b.Run(impl.name, func(b *testing.B) {
+			b.ReportAllocs()
+			var s idxStore
+			i := 0
+			for b.Loop() {
+				if i%idxObjects == 0 {
+					b.StopTimer()
+					s = impl.new()
+					idxMustFill(b, s, idxBaseObjs)
+					idxMustFill(b, s, idxExtraObjs)
+					b.StartTimer()
+				}
+				if err := s.del(idxExtraObjs[i%idxObjects]); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+	}
+}
+
+// BenchmarkIndexerByIndex reads the 1k objects of one app label value out of 100k.
+func BenchmarkIndexerByIndex(b *testing.B) {
+	idxBenchObjs()
+	apps := make([]string, idxApps)
+	for i := range apps {
+		apps[i] = fmt.Sprint("app-", i)
+	}
+	b.Run("ctrlkit", func(b *testing.B) {
+		x := idxCtrlkit()
+		for _, o := range idxBaseObjs {
+			_ = x.Add(o)
+		}
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			got, err := x.ByIndex(idxAppIndex, apps[i%idxApps])
+			if err != nil || len(got) != idxObjects/idxApps {
+				b.Fatal(len(got), err)
+			}
+			i++
+		}
+	})
+	b.Run("ctrlkit-append", func(b *testing.B) {
+		// AppendByIndex into a reused buffer: the zero-allocation form.
+		x := idxCtrlkit()
+		for _, o := range idxBaseObjs {
+			_ = x.Add(o)
+		}
+		b.ReportAllocs()
+		var buf []*corev1.ConfigMap
+		i := 0
+		for b.Loop() {
+			var err error
+			buf, err = x.AppendByIndex(buf[:0], idxAppIndex, apps[i%idxApps])
+			if err != nil || len(buf) != idxObjects/idxApps {
+				b.Fatal(len(buf), err)
+			}
+			i++
+		}
+	})
+	b.Run("client-go", func(b *testing.B) {
+		x := idxClientgo()
+		for _, o := range idxBaseObjs {
+			_ = x.Add(o)
+		}
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			got, err := x.ByIndex(idxAppIndex, apps[i%idxApps])
+			if err != nil || len(got) != idxObjects/idxApps {
+				b.Fatal(len(got), err)
+			}
+			i++
+		}
+	})
+}
+
+// idxPeakHeap samples the bytes of live-or-unswept heap objects while fn runs and
+// reports the highest value above the level before fn.
+func idxPeakHeap(fn func()) uint64 {
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	read := func() uint64 {
+		metrics.Read(sample)
+		return sample[0].Value.Uint64()
+	}
+	base := read()
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(50 * time.Microsecond)
+		defer t.Stop()
+		for {
+			if v := read(); v > peak.Load() {
+				peak.Store(v)
+			}
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	fn()
+	if v := read(); v > peak.Load() {
+		peak.Store(v)
+	}
+	close(stop)
+	<-done
+	if p := peak.Load(); p > base {
+		return p - base
+	}
+	return 0
+}
+
+// BenchmarkIndexerReplace measures Replace of 100k objects: "initial" into an empty
+// store (the first list), "relist" into a store holding the same 100k keys (a relist
+// after a watch error; every object is a new value). peak-MB is the highest heap
+// growth seen while Replace ran (sampled); B/op counts all bytes it allocated.
+func BenchmarkIndexerReplace(b *testing.B) {
+	idxBenchObjs()
+	for _, kind := range []string{"initial", "relist"} {
+		for _, impl := range idxImpls {
+			b.Run(kind+"/"+impl.name, func(b *testing.B) {
+				b.ReportAllocs()
+				var peak uint64
+				for b.Loop() {
+					b.StopTimer()
+					s := impl.new()
+					next := idxBaseObjs
+					if kind == "relist" {
+						if err := s.replace(idxBaseObjs)(); err != nil {
+							b.Fatal(err)
+						}
+						next = idxNewerObjs
+					}
+					replace := s.replace(next)
+					runtime.GC()
+					b.StartTimer()
+					var err error
+					peak += idxPeakHeap(func() { err = replace() })
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(peak)/float64(b.N)/1e6, "peak-MB")
+			})
+		}
+	}
+}
+
+// BenchmarkIndexerMemory reports the heap retained by a store of 100k objects, per
+// object, not counting the objects themselves (they are allocated before).
+func BenchmarkIndexerMemory(b *testing.B) {
+	idxBenchObjs()
+	for _, impl := range idxImpls {
+		b.Run(impl.name, func(b *testing.B) {
+			var total uint64
+			for b.Loop() {
+				b.StopTimer()
+				runtime.GC()
+				var before, after runtime.MemStats
+				runtime.ReadMemStats(&before)
+				b.StartTimer()
+				s := impl.new()
+				idxMustFill(b, s, idxBaseObjs)
+				b.StopTimer()
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				total += after.HeapAlloc - before.HeapAlloc
+				runtime.KeepAlive(s)
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(total)/float64(b.N)/idxObjects, "B/object")
+		})
+	}
+}
