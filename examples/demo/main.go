@@ -1,6 +1,7 @@
-// Command demo starts a local control plane (etcd + kube-apiserver from testenv), watches
-// ConfigMaps in a namespace, creates, updates and deletes a few of them, prints every event
-// it sees, and stops everything. Ctrl-C stops it cleanly at any point.
+// Command demo starts a local control plane (etcd + kube-apiserver from testenv), runs a
+// ctrlkit informer on ConfigMaps in a namespace, creates, updates and deletes a few of them,
+// prints every change the informer's handler sees and what its cache holds, and stops
+// everything. Ctrl-C stops it cleanly at any point.
 package main
 
 import (
@@ -14,9 +15,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/ctrlkit/ctrlkit/informer"
+	"github.com/ctrlkit/ctrlkit/reflector"
 	"github.com/ctrlkit/ctrlkit/testenv"
 )
 
@@ -51,17 +53,37 @@ func run(ctx context.Context) error {
 		return err
 	}
 	cms := client.CoreV1().ConfigMaps(ns)
-	list, err := cms.List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return err
-	}
-	w, err := cms.Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
-	if err != nil {
-		return err
-	}
-	defer w.Stop()
 
-	// The writer creates, updates and deletes objects while the watcher prints what it sees.
+	// The informer lists and watches the namespace and tells the handler what changed.
+	inf := informer.New(reflector.FromTyped(cms), informer.Config[*corev1.ConfigMap]{})
+	events := make(chan string, 64)
+	_, err = inf.AddHandler(informer.HandlerFuncs[*corev1.ConfigMap]{
+		AddFunc: func(cm *corev1.ConfigMap, inInitialList bool) {
+			events <- fmt.Sprintf("informer  add     %s/%s rv=%s data=%v", cm.Namespace, cm.Name, cm.ResourceVersion, cm.Data)
+		},
+		UpdateFunc: func(_, cm *corev1.ConfigMap) {
+			events <- fmt.Sprintf("informer  update  %s/%s rv=%s data=%v", cm.Namespace, cm.Name, cm.ResourceVersion, cm.Data)
+		},
+		DeleteFunc: func(d informer.Deleted[*corev1.ConfigMap]) {
+			events <- fmt.Sprintf("informer  delete  %s", d.Key)
+		},
+	}, informer.HandlerOptions{})
+	if err != nil {
+		return err
+	}
+	runCtx, cancelRun := context.WithCancel(ctx)
+	runDone := make(chan error, 1)
+	go func() { runDone <- inf.Run(runCtx) }()
+	defer func() {
+		cancelRun()
+		<-runDone
+	}()
+	if err := inf.WaitForSync(ctx); err != nil {
+		return err
+	}
+	fmt.Println("informer synced; writing objects")
+
+	// The writer creates, updates and deletes objects while the handler prints what it sees.
 	const n = 3
 	writeErr := make(chan error, 1)
 	go func() { writeErr <- write(ctx, cms, n) }()
@@ -76,19 +98,15 @@ func run(ctx context.Context) error {
 				return err
 			}
 			writeErr = nil
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return errors.New("watch closed early")
-			}
-			if ev.Type == watch.Error {
-				return fmt.Errorf("watch error: %v", ev.Object)
-			}
-			cm := ev.Object.(*corev1.ConfigMap)
+		case line := <-events:
 			seen++
-			fmt.Printf("watch  %-8s %s/%s rv=%s data=%v\n", ev.Type, cm.Namespace, cm.Name, cm.ResourceVersion, cm.Data)
+			fmt.Println(line)
+			if seen == 2*n {
+				fmt.Printf("cache now holds %d ConfigMaps, applied up to rv %s\n", len(inf.Indexer().List()), inf.LastAppliedResourceVersion())
+			}
 		}
 	}
-	fmt.Printf("saw all %d events\n", want)
+	fmt.Printf("handler saw all %d changes; cache holds %d ConfigMaps\n", want, len(inf.Indexer().List()))
 	return nil
 }
 
@@ -104,7 +122,7 @@ func write(ctx context.Context, cms interface {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("write  create   %s\n", created.Name)
+		fmt.Printf("write     create   %s\n", created.Name)
 		objs = append(objs, created)
 	}
 	for _, cm := range objs {
@@ -112,13 +130,13 @@ func write(ctx context.Context, cms interface {
 		if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 			return err
 		}
-		fmt.Printf("write  update   %s\n", cm.Name)
+		fmt.Printf("write     update   %s\n", cm.Name)
 	}
 	for _, cm := range objs {
 		if err := cms.Delete(ctx, cm.Name, metav1.DeleteOptions{}); err != nil {
 			return err
 		}
-		fmt.Printf("write  delete   %s\n", cm.Name)
+		fmt.Printf("write     delete   %s\n", cm.Name)
 	}
 	return nil
 }

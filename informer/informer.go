@@ -1,0 +1,774 @@
+package informer
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+
+	"github.com/ctrlkit/ctrlkit/deltafifo"
+	"github.com/ctrlkit/ctrlkit/indexer"
+	"github.com/ctrlkit/ctrlkit/reflector"
+)
+
+const (
+	// DefaultBufferLimit is the BufferLimit of handlers when Config.BufferLimit is 0.
+	DefaultBufferLimit = 1024
+	// MinResyncPeriod is the shortest resync period accepted.
+	MinResyncPeriod = time.Second
+)
+
+// Config configures an Informer. The zero value works: no extra index, no transform,
+// no resync, handlers coalescing past DefaultBufferLimit changes, and the reflector's
+// defaults.
+type Config[T reflector.Object] struct {
+	// Name identifies the informer (and its reflector) in logs and errors. Default:
+	// the Go type of T, such as "*v1.ConfigMap".
+	Name string
+
+	// Indexers are indexes maintained besides the namespace index, which is always
+	// there under indexer.NamespaceIndexName (an entry of that name replaces it).
+	// A nil function makes New panic. An index function that fails on an object does
+	// not stop the informer: the object is stored without values in that index and
+	// the error, an *indexer.IndexError, goes to OnError and the Logger.
+	Indexers indexer.Indexers[T]
+
+	// Transform, if set, is applied to every object before it is stored (see
+	// reflector.Config.Transform); reflector.StripManagedFields is a ready one.
+	Transform func(obj T) (T, error)
+
+	// ResyncPeriod is the default of HandlerOptions.ResyncPeriod: how often handlers
+	// get every cached object again as OnUpdate(obj, obj). 0 means never; otherwise
+	// it must be at least MinResyncPeriod.
+	ResyncPeriod time.Duration
+
+	// BufferLimit is the default of HandlerOptions.BufferLimit. 0 means
+	// DefaultBufferLimit; it must not be negative.
+	BufferLimit int
+
+	// DetectMutations turns on the cache's mutation detector (see
+	// indexer.Config.DetectMutations); for tests.
+	DetectMutations bool
+
+	// Reflector configures the list and watch requests: selectors, page size,
+	// streaming lists, backoff, watch timeouts. Its Name, Transform, Logger and
+	// OnError must be left zero (New panics otherwise): the fields of the same names
+	// above are used.
+	Reflector reflector.Config[T]
+
+	// Logger receives the informer's and the reflector's logs. Default: discard.
+	Logger logr.Logger
+
+	// OnError, if set, is called with every error the reflector backs off after
+	// (including *reflector.AccessError) and every index function error. It is called
+	// from the informer's goroutines, possibly concurrently, with no lock held, and
+	// must return quickly.
+	OnError func(error)
+}
+
+// Informer keeps an indexed cache of one API collection in step with the server
+// and tells handlers about its changes. See the package documentation for the
+// guarantees.
+//
+// Create it with New, add handlers with AddHandler (before or after Run), and run it
+// with Run. Every method is safe for concurrent use. The zero value is not usable.
+//
+// Cost: the cache holds each object once (see indexer.Indexer) plus the key; a
+// change costs one cache write and, per handler, one short critical section to
+// queue it; a relist costs one pass over the list and one atomic replacement of the
+// cache. Each running handler has one goroutine.
+type Informer[T reflector.Object] struct {
+	name      string
+	log       logr.Logger
+	onError   func(error)
+	resync    time.Duration // default handler resync, 0: none
+	bufLimit  int           // default handler buffer limit, > 0
+	idx       *indexer.Indexer[T]
+	lister    *indexer.Lister[T]
+	fifo      *deltafifo.FIFO[T]
+	refl      *reflector.Reflector[T]
+	started   atomic.Bool
+	synced    atomic.Bool   // the initial list is in the cache; only set under mu
+	syncedCh  chan struct{} // closed when synced turns true
+	stoppedCh chan struct{} // closed when Run has returned
+	queued    atomic.Int64  // units handed to the FIFO: one per event or relist
+	notes     []note[T]     // reused by the pop loop
+
+	mu       sync.Mutex
+	running  bool // Run started and has not stopped the handlers yet
+	stopped  bool // Run has stopped the handlers
+	applying bool // the pop loop is applying a batch it has not dispatched yet
+	// regs are the handlers that receive every change dispatched. joining are those
+	// added while a batch was being applied: they join (get the cache as it is and
+	// move to regs) once it is dispatched.
+	regs       []*Registration[T]
+	joining    []*Registration[T]
+	handlers   sync.WaitGroup // handler goroutines
+	resyncWake chan struct{}  // capacity 1: the set of resync deadlines changed
+
+	rvMu sync.Mutex
+	// appliedRV is the resourceVersion the cache has been brought up to.
+	appliedRV string
+	// appliedUnits counts the units (see queued) applied to the cache.
+	appliedUnits int64
+	// mark is a bookmark waiting for the units queued before it to be applied.
+	mark   bookmarkMark
+	rvWake chan struct{} // closed when appliedRV changes; nil when nobody waits
+}
+
+type bookmarkMark struct {
+	set bool
+	at  int64 // applied once appliedUnits reaches it
+	rv  string
+}
+
+// New returns an Informer of what lw serves. Nothing happens until Run; New starts
+// no goroutine. It panics on misuse: a nil lw, a nil index function, a negative
+// BufferLimit, a ResyncPeriod out of range, or Name, Transform, Logger or OnError
+// set in cfg.Reflector.
+func New[T reflector.Object](lw reflector.ListerWatcher[T], cfg Config[T]) *Informer[T] {
+	if isNil(lw) {
+		panic("informer: New called with a nil ListerWatcher")
+	}
+	rc := cfg.Reflector
+	if rc.Name != "" || rc.Transform != nil || rc.OnError != nil || rc.Logger.GetSink() != nil {
+		panic("informer: set Name, Transform, Logger and OnError in informer.Config, not in Config.Reflector")
+	}
+	if cfg.ResyncPeriod < 0 || (cfg.ResyncPeriod > 0 && cfg.ResyncPeriod < MinResyncPeriod) {
+		panic(fmt.Sprintf("informer: Config.ResyncPeriod %v is neither 0 nor at least %v", cfg.ResyncPeriod, MinResyncPeriod))
+	}
+	if cfg.BufferLimit < 0 {
+		panic(fmt.Sprintf("informer: negative Config.BufferLimit %d", cfg.BufferLimit))
+	}
+	name := cfg.Name
+	if name == "" {
+		name = reflect.TypeFor[T]().String()
+	}
+	inf := &Informer[T]{
+		name:       name,
+		log:        cfg.Logger.WithValues("informer", name),
+		onError:    cfg.OnError,
+		resync:     cfg.ResyncPeriod,
+		bufLimit:   cfg.BufferLimit,
+		syncedCh:   make(chan struct{}),
+		stoppedCh:  make(chan struct{}),
+		resyncWake: make(chan struct{}, 1),
+	}
+	if inf.bufLimit == 0 {
+		inf.bufLimit = DefaultBufferLimit
+	}
+	indexers := indexer.Indexers[T]{indexer.NamespaceIndexName: indexer.NamespaceIndex[T]}
+	for iname, fn := range cfg.Indexers {
+		if fn == nil {
+			panic(fmt.Sprintf("informer: index function %q is nil", iname))
+		}
+		indexers[iname] = inf.lenient(iname, fn)
+	}
+	inf.idx = indexer.New(indexer.Config[T]{Indexers: indexers, DetectMutations: cfg.DetectMutations})
+	inf.lister = indexer.NewLister(inf.idx)
+	inf.fifo = deltafifo.New(deltafifo.Config[T]{KnownObjects: inf.idx})
+	rc.Name, rc.Transform, rc.Logger, rc.OnError = name, cfg.Transform, cfg.Logger, cfg.OnError
+	inf.refl = reflector.New[T](lw, feed[T]{inf}, rc)
+	return inf
+}
+
+// Name returns the informer's name, Config.Name or its default.
+func (inf *Informer[T]) Name() string { return inf.name }
+
+// Lister reads the cache by namespace, name and labels. Objects are shared: treat
+// them as read-only.
+func (inf *Informer[T]) Lister() *indexer.Lister[T] { return inf.lister }
+
+// Indexer returns the cache itself, for reads by index. Only the informer writes to
+// it: calling its write methods (Add, Update, Delete, Replace) breaks every
+// guarantee of the informer, and indexes should be added with
+// Informer.AddIndexes. Objects are shared: treat them as read-only.
+func (inf *Informer[T]) Indexer() *indexer.Indexer[T] { return inf.idx }
+
+// Health returns the reflector's condition: state, last event, last error.
+func (inf *Informer[T]) Health() reflector.Health { return inf.refl.Health() }
+
+// HasSynced reports whether the cache holds the informer's first complete list.
+func (inf *Informer[T]) HasSynced() bool { return inf.synced.Load() }
+
+// WaitForSync waits until HasSynced is true. It returns ctx.Err() if ctx ends first,
+// and ErrStopped if Run returns first.
+func (inf *Informer[T]) WaitForSync(ctx context.Context) error {
+	select {
+	case <-inf.syncedCh:
+		return nil
+	default:
+	}
+	select {
+	case <-inf.syncedCh:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-inf.stoppedCh:
+		if inf.synced.Load() {
+			return nil
+		}
+		return ErrStopped
+	}
+}
+
+// AddIndexes adds indexes to the cache, also while it runs, and indexes what it
+// holds. It fails, adding nothing, if a name is already registered or a function is
+// nil. As with Config.Indexers, a function failing on an object leaves that object
+// out of its index and reports an *indexer.IndexError to OnError.
+func (inf *Informer[T]) AddIndexes(indexers indexer.Indexers[T]) error {
+	wrapped := make(indexer.Indexers[T], len(indexers))
+	for name, fn := range indexers {
+		if fn == nil {
+			return fmt.Errorf("informer: index function %q is nil", name)
+		}
+		wrapped[name] = inf.lenient(name, fn)
+	}
+	return inf.idx.AddIndexes(wrapped)
+}
+
+// lenient wraps an index function so that its failure is reported instead of failing
+// the write: nobody could act on a write error inside the pop loop.
+func (inf *Informer[T]) lenient(name string, fn indexer.IndexFunc[T]) indexer.IndexFunc[T] {
+	return func(obj T) ([]string, error) {
+		vals, err := fn(obj)
+		if err != nil {
+			inf.report(&indexer.IndexError{Index: name, Key: keyOf(obj), Err: err})
+			return nil, nil
+		}
+		return vals, nil
+	}
+}
+
+func (inf *Informer[T]) report(err error) {
+	inf.log.Error(err, "informer error")
+	if inf.onError != nil {
+		inf.onError(err)
+	}
+}
+
+// AddHandler adds a handler; it may be called before Run or while the informer runs.
+//
+// A handler added before the informer's first list gets that list as OnAdd calls
+// with inInitialList true; one added later gets the whole cache that way, and then
+// every change after it, with no gap and no repeat. Either way Registration.HasSynced
+// turns true once those OnAdd calls have returned. The handler runs in a goroutine
+// of its own that Run starts and stops.
+//
+// It returns ErrNilHandler, an error matching ErrInvalidOptions, or ErrStopped once
+// Run has returned.
+func (inf *Informer[T]) AddHandler(h Handler[T], opts HandlerOptions) (*Registration[T], error) {
+	if isNil(h) {
+		return nil, ErrNilHandler
+	}
+	resync := opts.ResyncPeriod
+	switch {
+	case resync == 0:
+		resync = inf.resync
+	case resync < 0:
+		resync = 0
+	case resync < MinResyncPeriod:
+		return nil, fmt.Errorf("%w: ResyncPeriod %v is shorter than %v", ErrInvalidOptions, resync, MinResyncPeriod)
+	}
+	limit := opts.BufferLimit
+	switch {
+	case limit == 0:
+		limit = inf.bufLimit
+	case limit < 0:
+		return nil, fmt.Errorf("%w: negative BufferLimit %d", ErrInvalidOptions, limit)
+	}
+	r := newRegistration(inf, h, resync, limit)
+	inf.mu.Lock()
+	defer inf.mu.Unlock()
+	switch {
+	case inf.stopped:
+		return nil, ErrStopped
+	case !inf.running:
+		r.needMarker = true
+		inf.regs = append(inf.regs, r)
+		return r, nil
+	case inf.applying:
+		inf.joining = append(inf.joining, r)
+	default:
+		inf.joinLocked(r)
+	}
+	inf.startLocked(r, time.Now())
+	return r, nil
+}
+
+// joinLocked makes r receive the changes dispatched from now on, after the cache as
+// it is. The cache then matches what was dispatched. It requires inf.mu held.
+func (inf *Informer[T]) joinLocked(r *Registration[T]) {
+	if inf.synced.Load() {
+		r.enqueueList(inf.idx.List(), nil, opAdd, true)
+	} else {
+		r.needMarker = true // the initial list brings the marker
+	}
+	inf.regs = append(inf.regs, r)
+}
+
+// startLocked starts r's goroutine. It requires inf.mu held.
+func (inf *Informer[T]) startLocked(r *Registration[T], now time.Time) {
+	if r.resync > 0 {
+		r.nextResync = now.Add(r.resync)
+		inf.wakeResync()
+	}
+	inf.handlers.Go(r.run)
+}
+
+// RemoveHandler stops a handler: it gets no further call, except the one in
+// progress (or just starting) when RemoveHandler returns, and its backlog is
+// dropped. Removing a handler twice, or after Run returned, does nothing. It returns
+// ErrUnknownRegistration for a nil Registration or one of another Informer.
+func (inf *Informer[T]) RemoveHandler(r *Registration[T]) error {
+	if r == nil || r.inf != inf {
+		return ErrUnknownRegistration
+	}
+	inf.mu.Lock()
+	match := func(x *Registration[T]) bool { return x == r }
+	inf.regs = slices.DeleteFunc(inf.regs, match)
+	inf.joining = slices.DeleteFunc(inf.joining, match)
+	inf.mu.Unlock()
+	if r.stop() && r.resync > 0 {
+		inf.wakeResync()
+	}
+	return nil
+}
+
+// Run runs the informer until ctx is done: the reflector lists and watches, the
+// changes are applied to the cache and dispatched to the handlers, and resyncs are
+// scheduled. Failures of the server are retried (see the reflector package).
+//
+// Run returns when ctx is done, after every goroutine it started has ended,
+// handlers' included: a handler's backlog is dropped, but a call in progress is
+// waited for, so a handler that never returns keeps Run from returning. It returns
+// nil, the reflector's configuration error (such as a selector that does not
+// parse) at once, or ErrAlreadyStarted.
+func (inf *Informer[T]) Run(ctx context.Context) error {
+	if !inf.started.CompareAndSwap(false, true) {
+		return ErrAlreadyStarted
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	inf.mu.Lock()
+	inf.running = true
+	now := time.Now()
+	for _, r := range inf.regs {
+		inf.startLocked(r, now)
+	}
+	inf.mu.Unlock()
+
+	var bg sync.WaitGroup
+	var reflErr error
+	bg.Go(func() {
+		if err := inf.refl.Run(ctx); err != nil {
+			reflErr = err
+			cancel()
+		}
+	})
+	bg.Go(func() { inf.resyncLoop(ctx) })
+	for {
+		// process never fails: Pop returns only when ctx is done.
+		if err := inf.fifo.Pop(ctx, inf.process); err != nil {
+			break
+		}
+	}
+	cancel()
+	bg.Wait()
+	inf.fifo.Close()
+
+	inf.mu.Lock()
+	inf.running, inf.stopped = false, true
+	regs := append(inf.regs, inf.joining...)
+	inf.regs, inf.joining = nil, nil
+	inf.mu.Unlock()
+	for _, r := range regs {
+		r.stop()
+	}
+	inf.handlers.Wait()
+	close(inf.stoppedCh)
+	return reflErr
+}
+
+// dispatch is what one batch tells the handlers.
+type dispatch[T any] struct {
+	notes []note[T]
+	// list is the informer's initial list (initial) or the objects of a resync
+	// (resync), with their keys.
+	list    []T
+	keys    []string
+	initial bool
+	resync  bool
+}
+
+// process applies one batch of the FIFO to the cache and dispatches it. It runs in
+// Run's goroutine only, the cache's only writer.
+func (inf *Informer[T]) process(b deltafifo.Batch[T]) error {
+	inf.mu.Lock()
+	inf.applying = true
+	inf.mu.Unlock()
+	var d dispatch[T]
+	switch {
+	case b.Relist:
+		d = inf.applyRelist(b)
+	case b.Deltas[0].Type == deltafifo.Sync:
+		// A resync batch holds Sync deltas only; the cache has these objects already.
+		d = dispatch[T]{resync: true, list: make([]T, len(b.Deltas)), keys: make([]string, len(b.Deltas))}
+		for i := range b.Deltas {
+			d.list[i], d.keys[i] = b.Deltas[i].Object, b.Deltas[i].Key
+		}
+	default:
+		d = inf.applyEvents(b)
+	}
+	inf.dispatch(&d)
+	clear(inf.notes)
+	inf.notes = inf.notes[:0]
+	return nil
+}
+
+// applyEvents applies watch events to the cache. The notes follow the cache: a change
+// of a cached key is an update, of another key an add, and a deletion of a key the
+// cache does not hold is nobody's business.
+func (inf *Informer[T]) applyEvents(b deltafifo.Batch[T]) dispatch[T] {
+	notes := inf.notes[:0]
+	for i := range b.Deltas {
+		d := &b.Deltas[i]
+		old, had := inf.idx.Get(d.Key)
+		if d.Type == deltafifo.Deleted {
+			if !had {
+				continue
+			}
+			if err := inf.idx.DeleteKey(d.Key); err != nil {
+				inf.report(fmt.Errorf("informer: %s: deleting %s: %w", inf.name, d.Key, err))
+				continue
+			}
+			notes = append(notes, note[T]{op: opDelete, key: d.Key, obj: d.Object, flag: d.FinalStateUnknown})
+			continue
+		}
+		if err := inf.idx.Update(d.Object); err != nil {
+			inf.report(fmt.Errorf("informer: %s: storing %s: %w", inf.name, d.Key, err))
+			continue
+		}
+		if had {
+			notes = append(notes, note[T]{op: opUpdate, key: d.Key, old: old, obj: d.Object})
+		} else {
+			notes = append(notes, note[T]{op: opAdd, key: d.Key, obj: d.Object})
+		}
+	}
+	inf.notes = notes
+	inf.applied(int64(len(b.Deltas)), b.Deltas[len(b.Deltas)-1].Object.GetResourceVersion())
+	return dispatch[T]{notes: notes}
+}
+
+// applyRelist replaces the cache with a complete list, atomically. The informer's
+// first list goes to the handlers whole; a later one as deletions (tombstones of
+// keys gone meanwhile), adds of new keys, and updates of the objects whose
+// resourceVersion changed: an object listed again unchanged is not news.
+func (inf *Informer[T]) applyRelist(b deltafifo.Batch[T]) dispatch[T] {
+	objs := make([]T, 0, len(b.Deltas))
+	var keys []string
+	if b.InitialList {
+		keys = make([]string, 0, len(b.Deltas))
+	}
+	notes := inf.notes[:0]
+	for i := range b.Deltas {
+		d := &b.Deltas[i]
+		if d.Type == deltafifo.Deleted {
+			notes = append(notes, note[T]{op: opDelete, key: d.Key, obj: d.Object, flag: true})
+			continue
+		}
+		objs = append(objs, d.Object)
+		if b.InitialList {
+			keys = append(keys, d.Key)
+			continue
+		}
+		old, had := inf.idx.Get(d.Key)
+		switch {
+		case !had:
+			notes = append(notes, note[T]{op: opAdd, key: d.Key, obj: d.Object})
+		case changed(old, d.Object):
+			notes = append(notes, note[T]{op: opUpdate, key: d.Key, old: old, obj: d.Object})
+		default:
+			// Unchanged: keep the cached instance, which the handlers hold, so that
+			// the next OnUpdate's old object is the very one they were given.
+			objs[len(objs)-1] = old
+		}
+	}
+	if err := inf.idx.Replace(objs); err != nil {
+		// Only a failing key or index function can make Replace fail, and both are
+		// guarded against; should it happen, store what can be stored.
+		inf.report(fmt.Errorf("informer: %s: storing a list: %w", inf.name, err))
+		for i := range b.Deltas {
+			d := &b.Deltas[i]
+			if d.Type == deltafifo.Deleted {
+				_ = inf.idx.DeleteKey(d.Key)
+			} else if err := inf.idx.Update(d.Object); err != nil {
+				inf.report(fmt.Errorf("informer: %s: storing %s: %w", inf.name, d.Key, err))
+			}
+		}
+	}
+	inf.notes = notes
+	inf.applied(1, b.ResourceVersion)
+	d := dispatch[T]{notes: notes}
+	if b.InitialList {
+		d.initial, d.list, d.keys = true, objs, keys
+	}
+	inf.log.V(2).Info("list applied", "objects", len(objs), "changes", len(notes), "resourceVersion", b.ResourceVersion)
+	return d
+}
+
+// changed reports whether new may differ from old: unless both carry the same
+// resourceVersion, it may.
+func changed[T reflector.Object](old, new T) bool {
+	rv := old.GetResourceVersion()
+	return rv == "" || rv != new.GetResourceVersion()
+}
+
+// dispatch queues d for the handlers, and lets the handlers that were added while
+// the batch was applied join. The cache then matches what the handlers were told.
+func (inf *Informer[T]) dispatch(d *dispatch[T]) {
+	inf.mu.Lock()
+	defer inf.mu.Unlock()
+	for _, r := range inf.regs {
+		switch {
+		case d.resync:
+			if r.resyncDue {
+				r.resyncDue = false
+				r.enqueueList(d.list, d.keys, opSync, false)
+			}
+		default:
+			r.enqueue(d.notes)
+			if d.initial {
+				r.enqueueList(d.list, d.keys, opAdd, r.needMarker)
+				r.needMarker = false
+			}
+		}
+	}
+	if d.initial && !inf.synced.Load() {
+		inf.synced.Store(true)
+		close(inf.syncedCh)
+	}
+	for _, r := range inf.joining {
+		inf.joinLocked(r)
+	}
+	clear(inf.joining)
+	inf.joining = inf.joining[:0]
+	inf.applying = false
+}
+
+// resyncLoop marks the handlers whose resync is due and asks the FIFO for a resync,
+// whose batch goes to them.
+func (inf *Informer[T]) resyncLoop(ctx context.Context) {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		var next time.Time
+		inf.mu.Lock()
+		for _, r := range inf.regs {
+			if r.resync > 0 && (next.IsZero() || r.nextResync.Before(next)) {
+				next = r.nextResync
+			}
+		}
+		inf.mu.Unlock()
+		var fire <-chan time.Time
+		if !next.IsZero() {
+			if timer == nil {
+				timer = time.NewTimer(time.Until(next))
+			} else {
+				timer.Reset(time.Until(next))
+			}
+			fire = timer.C
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-inf.resyncWake:
+		case now := <-fire:
+			inf.markResync(now)
+		}
+	}
+}
+
+// markResync marks the handlers whose resync is due at now and queues a resync.
+func (inf *Informer[T]) markResync(now time.Time) {
+	due := false
+	inf.mu.Lock()
+	for _, r := range inf.regs {
+		if r.resync > 0 && !now.Before(r.nextResync) {
+			r.resyncDue = true
+			r.nextResync = now.Add(r.resync)
+			due = true
+		}
+	}
+	inf.mu.Unlock()
+	if due && inf.idx.Len() > 0 {
+		_ = inf.fifo.Resync() // fails only once closed, when Run is ending
+	}
+}
+
+func (inf *Informer[T]) wakeResync() {
+	select {
+	case inf.resyncWake <- struct{}{}:
+	default:
+	}
+}
+
+// LastAppliedResourceVersion returns the resourceVersion the cache has been brought
+// up to: that of the last list, watch event or bookmark applied, "" before the first
+// list. Everything the server had at that resourceVersion (within the informer's
+// selectors) is in the cache.
+func (inf *Informer[T]) LastAppliedResourceVersion() string {
+	inf.rvMu.Lock()
+	defer inf.rvMu.Unlock()
+	return inf.appliedRV
+}
+
+// WaitForResourceVersion waits until the cache has been brought up to rv or later,
+// so that a caller can read its own write: pass the resourceVersion of the object a
+// create, update or delete of this collection returned.
+//
+// resourceVersions are opaque strings in general. This compares them as integers,
+// as k8s.io/apimachinery/pkg/util/resourceversion does, which is sound only between
+// resourceVersions of the same resource from one kube-apiserver backed by etcd
+// (whose resourceVersions are etcd revisions). Either side not a positive decimal
+// integer gives an error matching ErrInvalidResourceVersion.
+//
+// The cache advances with the changes of the objects the informer watches and with
+// the server's bookmarks (about once a minute): a write outside the informer's
+// namespace or selectors may take that long to count as seen.
+//
+// It returns ctx.Err() if ctx ends first, and ErrStopped if Run returns first.
+func (inf *Informer[T]) WaitForResourceVersion(ctx context.Context, rv string) error {
+	if _, err := resourceversion.CompareResourceVersion(rv, rv); err != nil {
+		return fmt.Errorf("%w: %q: %w", ErrInvalidResourceVersion, rv, err)
+	}
+	for {
+		inf.rvMu.Lock()
+		ok, err := inf.reachedLocked(rv)
+		var wake chan struct{}
+		if !ok && err == nil {
+			if inf.rvWake == nil {
+				inf.rvWake = make(chan struct{})
+			}
+			wake = inf.rvWake
+		}
+		inf.rvMu.Unlock()
+		if ok || err != nil {
+			return err
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-inf.stoppedCh:
+			inf.rvMu.Lock()
+			ok, err := inf.reachedLocked(rv)
+			inf.rvMu.Unlock()
+			if ok || err != nil {
+				return err
+			}
+			return ErrStopped
+		}
+	}
+}
+
+// reachedLocked reports whether the cache is at rv or later. It requires rvMu held.
+func (inf *Informer[T]) reachedLocked(rv string) (bool, error) {
+	if inf.appliedRV == "" {
+		return false, nil
+	}
+	c, err := resourceversion.CompareResourceVersion(inf.appliedRV, rv)
+	if err != nil {
+		return false, fmt.Errorf("%w: the cache is at %q: %w", ErrInvalidResourceVersion, inf.appliedRV, err)
+	}
+	return c >= 0, nil
+}
+
+// applied records that units more were applied to the cache, the last one at rv.
+func (inf *Informer[T]) applied(units int64, rv string) {
+	inf.rvMu.Lock()
+	defer inf.rvMu.Unlock()
+	inf.appliedUnits += units
+	if inf.mark.set && inf.appliedUnits >= inf.mark.at {
+		// The bookmark came after everything up to mark.at: it is the newest unless the
+		// batch went past it.
+		if inf.appliedUnits == inf.mark.at || rv == "" {
+			rv = inf.mark.rv
+		}
+		inf.mark = bookmarkMark{}
+	}
+	if rv != "" {
+		inf.setRVLocked(rv)
+	}
+}
+
+// bookmark records a watch bookmark: the cache is at rv once everything queued
+// before it is applied. It is called from the reflector's goroutine, the only one
+// that changes queued.
+func (inf *Informer[T]) bookmark(rv string) {
+	inf.rvMu.Lock()
+	defer inf.rvMu.Unlock()
+	if q := inf.queued.Load(); inf.appliedUnits < q {
+		inf.mark = bookmarkMark{set: true, at: q, rv: rv}
+		return
+	}
+	inf.setRVLocked(rv)
+}
+
+func (inf *Informer[T]) setRVLocked(rv string) {
+	inf.appliedRV = rv
+	if inf.rvWake != nil {
+		close(inf.rvWake)
+		inf.rvWake = nil
+	}
+}
+
+// feed is the store the reflector writes to: the FIFO, counted, plus bookmarks.
+type feed[T reflector.Object] struct{ inf *Informer[T] }
+
+func (f feed[T]) Add(obj T) error    { return f.inf.count(f.inf.fifo.Add(obj)) }
+func (f feed[T]) Update(obj T) error { return f.inf.count(f.inf.fifo.Update(obj)) }
+func (f feed[T]) Delete(obj T) error { return f.inf.count(f.inf.fifo.Delete(obj)) }
+func (f feed[T]) Replace(objs []T, rv string) error {
+	return f.inf.count(f.inf.fifo.Replace(objs, rv))
+}
+func (f feed[T]) Bookmark(rv string) error { f.inf.bookmark(rv); return nil }
+
+func (inf *Informer[T]) count(err error) error {
+	if err == nil {
+		inf.queued.Add(1)
+	}
+	return err
+}
+
+// keyOf is the key the FIFO and the cache use: "namespace/name", or "name".
+func keyOf[T reflector.Object](obj T) string {
+	if ns := obj.GetNamespace(); ns != "" {
+		return ns + "/" + obj.GetName()
+	}
+	return obj.GetName()
+}
+
+// isNil reports whether v is nil or holds a nil pointer, map, slice, channel or
+// function.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Chan, reflect.Func, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
+}
