@@ -1,0 +1,351 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/ctrlkit/ctrlkit/workqueue"
+)
+
+// Defaults for Config fields left zero.
+const (
+	DefaultName         = "controller"
+	DefaultSyncTimeout  = 2 * time.Minute
+	DefaultDrainTimeout = 30 * time.Second
+)
+
+var (
+	// ErrAlreadyStarted is returned by Run and Watch once Run has been called: a
+	// Controller runs once.
+	ErrAlreadyStarted = errors.New("reconcile: controller already started")
+	// ErrNilSource is returned by Watch for a nil Source.
+	ErrNilSource = errors.New("reconcile: nil source")
+	// ErrLeadershipLost is returned by Run when the controller lost its leader
+	// election lease (its workers have stopped).
+	ErrLeadershipLost = errors.New("reconcile: leader election lost")
+)
+
+// SyncError is returned by Run when a source did not sync within
+// Config.SyncTimeout: its informer could not list (often a missing RBAC
+// permission: see the informer's Health and OnError) or its handler is stuck.
+type SyncError struct {
+	Controller string
+	Source     string
+	Timeout    time.Duration
+}
+
+func (e *SyncError) Error() string {
+	return fmt.Sprintf("reconcile: controller %q: source %s did not sync within %v", e.Controller, e.Source, e.Timeout)
+}
+
+// PanicError is the error a panic in Reconcile is turned into; the key is retried
+// with backoff like any other error.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("reconcile: panic: %v", e.Value) }
+
+// Config configures a Controller. The zero value works: one worker, client-go's
+// default rate limiter, no resync, no per-reconcile timeout, no leader election,
+// logs discarded.
+type Config[K comparable] struct {
+	// Name identifies the controller in logs ("controller" key), metrics and errors.
+	// Default DefaultName.
+	Name string
+	// Workers is how many keys are reconciled at once. Zero or negative means 1.
+	Workers int
+	// RateLimiter decides how long a failed key waits before its retry. Nil means
+	// workqueue.DefaultRateLimiter. It is reset when the controller stops: do not
+	// share it between controllers.
+	RateLimiter workqueue.RateLimiter[K]
+	// FairnessKey, if set, makes keys of different groups (for example namespaces)
+	// take turns in the queue; see workqueue.Config.FairnessKey.
+	FairnessKey func(K) string
+	// ResyncPeriod, if positive, re-enqueues every key the sources hold once per
+	// period, at Background priority, spread evenly over the period with jitter.
+	// Zero or negative means no resync.
+	ResyncPeriod time.Duration
+	// ReconcileTimeout, if positive, bounds each Reconcile call: its context ends
+	// after that long. The reconciler must honour its context.
+	ReconcileTimeout time.Duration
+	// SyncTimeout bounds the wait for the sources to sync at start. Zero means
+	// DefaultSyncTimeout; negative means no bound.
+	SyncTimeout time.Duration
+	// DrainTimeout is how long in-flight reconciles may go on after Run's context
+	// ends before their own contexts are cancelled. Zero means DefaultDrainTimeout;
+	// negative cancels them at once.
+	DrainTimeout time.Duration
+	// Logger is the base logger; Reconcile finds it in its context (logr.FromContext)
+	// with the values "controller" and "key". Default: discard, and then the context
+	// is Run's (logr.FromContextOrDiscard still works), which saves allocations.
+	Logger logr.Logger
+	// Metrics receives reconcile events; nil means none. See package prommetrics.
+	Metrics Metrics
+	// QueueMetrics receives the work queue's events (workqueue.Config.Metrics).
+	QueueMetrics workqueue.Metrics
+	// LeaderElection, if set, makes the controller reconcile only while it holds a
+	// Lease; see LeaderElection.
+	LeaderElection *LeaderElection
+}
+
+// Controller runs a Reconciler for the keys its sources deliver: it owns the work
+// queue and the workers and hides the queue's Get/Done/Forget protocol.
+//
+// Create it with New, add sources with Watch, and call Run once. Methods are safe
+// for concurrent use. The zero Controller is not usable. Cost: one goroutine per
+// worker, one for the resync while running, and the queue's memory (see workqueue).
+type Controller[K comparable] struct {
+	cfg     Config[K]
+	rec     Reconciler[K]
+	queue   *workqueue.Queue[K]
+	log     logr.Logger
+	metrics Metrics
+
+	mu      sync.Mutex
+	sources []Source[K] // appended by Watch until started
+	started bool
+}
+
+// New returns a controller calling r. It starts no goroutine. It panics if r is nil.
+func New[K comparable](r Reconciler[K], cfg Config[K]) *Controller[K] {
+	if r == nil {
+		panic("reconcile: New with a nil Reconciler")
+	}
+	if cfg.Name == "" {
+		cfg.Name = DefaultName
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 1
+	}
+	if cfg.SyncTimeout == 0 {
+		cfg.SyncTimeout = DefaultSyncTimeout
+	}
+	if cfg.DrainTimeout == 0 {
+		cfg.DrainTimeout = DefaultDrainTimeout
+	}
+	c := &Controller[K]{
+		cfg:     cfg,
+		rec:     r,
+		log:     cfg.Logger.WithValues("controller", cfg.Name),
+		metrics: cfg.Metrics,
+		queue: workqueue.New(workqueue.Config[K]{
+			RateLimiter: cfg.RateLimiter,
+			FairnessKey: cfg.FairnessKey,
+			Metrics:     cfg.QueueMetrics,
+		}),
+	}
+	if c.metrics == nil {
+		c.metrics = noMetrics{}
+	}
+	return c
+}
+
+// Name returns the controller's name.
+func (c *Controller[K]) Name() string { return c.cfg.Name }
+
+// Watch adds a source. It must be called before Run; it returns ErrNilSource or
+// ErrAlreadyStarted otherwise.
+func (c *Controller[K]) Watch(src Source[K]) error {
+	if src == nil {
+		return ErrNilSource
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started {
+		return ErrAlreadyStarted
+	}
+	c.sources = append(c.sources, src)
+	return nil
+}
+
+// enqueue is the function handed to the sources.
+func (c *Controller[K]) enqueue(key K, p Priority) {
+	c.queue.AddWithOptions(key, workqueue.AddOptions{Priority: int(p)})
+}
+
+// Run starts the sources, waits until they have synced, then (after winning the
+// leader election, if configured) reconciles with Config.Workers workers and
+// resyncs every Config.ResyncPeriod, until ctx ends or leadership is lost.
+//
+// On the way out it stops taking keys, lets the reconciles in flight finish (their
+// contexts are cancelled after Config.DrainTimeout, or at once when leadership is
+// lost), stops the sources and shuts the queue down; when Run returns, no goroutine
+// it started is left and Reconcile is not running.
+//
+// It returns nil when ctx ends, a *SyncError if a source did not sync in time, an
+// error from a source's Start or from the leader election's setup,
+// ErrLeadershipLost, or ErrAlreadyStarted.
+func (c *Controller[K]) Run(ctx context.Context) error {
+	c.mu.Lock()
+	if c.started {
+		c.mu.Unlock()
+		return ErrAlreadyStarted
+	}
+	c.started = true
+	sources := c.sources
+	c.mu.Unlock()
+	defer c.queue.ShutDown()
+
+	var el *election[K]
+	if c.cfg.LeaderElection != nil {
+		var err error
+		if el, err = c.newElection(); err != nil {
+			return err
+		}
+		el.sources = sources
+	}
+	for _, src := range sources {
+		stop, err := src.Start(c.enqueue)
+		if err != nil {
+			return err
+		}
+		if stop != nil {
+			defer stop()
+		}
+	}
+	if err := c.waitForSync(ctx, sources); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	c.log.Info("sources synced", "sources", len(sources))
+	if el != nil {
+		return el.run(ctx)
+	}
+	abort, cancelAbort := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelAbort()
+	c.work(ctx, abort, cancelAbort, sources)
+	return nil
+}
+
+// waitForSync polls the sources until all have synced.
+func (c *Controller[K]) waitForSync(ctx context.Context, sources []Source[K]) error {
+	var deadline <-chan time.Time
+	if c.cfg.SyncTimeout > 0 {
+		t := time.NewTimer(c.cfg.SyncTimeout)
+		defer t.Stop()
+		deadline = t.C
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for _, src := range sources {
+		for !src.HasSynced() {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-deadline:
+				return &SyncError{Controller: c.cfg.Name, Source: src.Name(), Timeout: c.cfg.SyncTimeout}
+			case <-tick.C:
+			}
+		}
+	}
+	return nil
+}
+
+// work runs the workers and the resync until stop ends, then waits for the
+// reconciles in flight, cancelling abort (their contexts' parent) after the drain
+// timeout.
+func (c *Controller[K]) work(stop, abort context.Context, cancelAbort context.CancelFunc, sources []Source[K]) {
+	c.metrics.Workers(c.cfg.Workers)
+	var wg sync.WaitGroup
+	for range c.cfg.Workers {
+		wg.Go(func() { c.worker(stop, abort) })
+	}
+	if c.cfg.ResyncPeriod > 0 {
+		wg.Go(func() { c.resync(stop, sources) })
+	}
+	c.log.Info("workers started", "workers", c.cfg.Workers)
+	<-stop.Done()
+	var timer *time.Timer
+	if c.cfg.DrainTimeout < 0 {
+		cancelAbort()
+	} else {
+		timer = time.AfterFunc(c.cfg.DrainTimeout, cancelAbort)
+	}
+	wg.Wait()
+	if timer != nil {
+		timer.Stop()
+	}
+	c.log.Info("workers stopped")
+}
+
+// worker reconciles keys until stop ends.
+func (c *Controller[K]) worker(stop, abort context.Context) {
+	for stop.Err() == nil {
+		key, err := c.queue.Get(stop)
+		if err != nil {
+			return
+		}
+		if stop.Err() != nil {
+			// Stopping: leave the key unprocessed; the queue is being discarded.
+			c.queue.Done(key)
+			return
+		}
+		c.process(abort, key)
+		c.queue.Done(key)
+	}
+}
+
+// process reconciles one key and files the outcome with the queue.
+func (c *Controller[K]) process(parent context.Context, key K) {
+	ctx, log := parent, c.log
+	if c.log.GetSink() != nil {
+		// Only a real logger is worth its allocations per reconcile.
+		log = c.log.WithValues("key", key)
+		ctx = logr.NewContext(parent, log)
+	}
+	cancel := context.CancelFunc(func() {})
+	if c.cfg.ReconcileTimeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, c.cfg.ReconcileTimeout)
+	}
+	c.metrics.ReconcileStarted()
+	start := time.Now()
+	res, err, panicked := c.call(ctx, key)
+	took := time.Since(start)
+	cancel()
+
+	var outcome Outcome
+	switch {
+	case err == nil && res.RequeueAfter > 0:
+		outcome = RequeuedAfter
+		c.queue.Forget(key)
+		c.queue.AddAfter(key, res.RequeueAfter)
+	case err == nil:
+		outcome = Succeeded
+		c.queue.Forget(key)
+	case errors.Is(err, ErrTerminal):
+		outcome = FailedTerminal
+		c.queue.Forget(key)
+		log.Error(err, "reconcile failed with a terminal error; not retrying")
+	default:
+		outcome = Failed
+		if panicked {
+			c.metrics.Panicked()
+			log.Error(err, "reconcile panicked; retrying", "stack", string(err.(*PanicError).Stack))
+		} else {
+			log.Error(err, "reconcile failed; retrying", "retries", c.queue.NumRequeues(key))
+		}
+		c.queue.AddRateLimited(key)
+	}
+	c.metrics.ReconcileFinished(outcome, took)
+}
+
+// call runs Reconcile and turns a panic into a *PanicError.
+func (c *Controller[K]) call(ctx context.Context, key K) (res Result, err error, panicked bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			res, err, panicked = Result{}, &PanicError{Value: v, Stack: debug.Stack()}, true
+		}
+	}()
+	res, err = c.rec.Reconcile(ctx, key)
+	return res, err, false
+}

@@ -1,0 +1,286 @@
+package reconcile
+
+import (
+	"fmt"
+	"maps"
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/ctrlkit/ctrlkit/informer"
+	"github.com/ctrlkit/ctrlkit/reflector"
+)
+
+// Priority orders keys waiting in a controller's queue: higher first, with aging so
+// that lower priorities are never starved (see workqueue).
+type Priority int
+
+const (
+	// Live is the priority of keys whose objects just changed.
+	Live Priority = 0
+	// Background is the priority of keys from an initial list and from resyncs, so
+	// that a live change overtakes a backlog of them.
+	Background Priority = -1
+)
+
+// Source feeds keys to a Controller. FromInformer makes one from an informer; other
+// implementations may feed keys from anything (a channel, a timer, another system).
+type Source[K comparable] interface {
+	// Name identifies the source in logs and errors.
+	Name() string
+	// Start begins delivering keys by calling enqueue, which is safe for concurrent
+	// use and never blocks for long. Start must not block. It is called once, by
+	// Controller.Run, which calls stop before it returns.
+	Start(enqueue func(key K, p Priority)) (stop func(), err error)
+	// HasSynced reports whether the source has delivered the keys of everything it
+	// held when it started (an informer's initial list). It is called after Start.
+	HasSynced() bool
+	// AppendKeys appends to dst every key the source currently holds, for the
+	// controller's level-triggered resync, and returns the extended slice.
+	AppendKeys(dst []K) []K
+}
+
+// Mapper maps an object to the keys to reconcile when it changes. It must be safe
+// for concurrent use and must not keep or modify obj. Returning no key ignores the
+// object.
+type Mapper[T any, K comparable] func(obj T) []K
+
+// ByObject maps an object to its own namespace and name.
+func ByObject[T reflector.Object]() Mapper[T, types.NamespacedName] {
+	return func(obj T) []types.NamespacedName {
+		return []types.NamespacedName{{Namespace: obj.GetNamespace(), Name: obj.GetName()}}
+	}
+}
+
+// ByControllerOwner maps an object to the namespace and name of its controller
+// owner (the owner reference with controller: true) if that owner is of the given
+// group and kind; objects with no such owner map to no key. Owner references never
+// cross namespaces, so the owner's namespace is the object's.
+func ByControllerOwner[T reflector.Object](owner schema.GroupKind) Mapper[T, types.NamespacedName] {
+	return func(obj T) []types.NamespacedName {
+		ref := metav1.GetControllerOfNoCopy(obj)
+		if ref == nil || ref.Kind != owner.Kind {
+			return nil
+		}
+		gv, err := schema.ParseGroupVersion(ref.APIVersion)
+		if err != nil || gv.Group != owner.Group {
+			return nil
+		}
+		return []types.NamespacedName{{Namespace: obj.GetNamespace(), Name: ref.Name}}
+	}
+}
+
+// EventType says what happened to an object.
+type EventType int
+
+const (
+	// Create: an object appeared (in the initial list or later).
+	Create EventType = iota
+	// Update: an object changed.
+	Update
+	// Delete: an object is gone.
+	Delete
+)
+
+// Event is what a Predicate looks at.
+type Event[T any] struct {
+	Type EventType
+	// Old is the previous state, for Update only.
+	Old T
+	// Obj is the object: the new state for Update, the last known one for Delete.
+	Obj T
+	// InInitialList is true for the Create events of an informer's initial list.
+	InInitialList bool
+}
+
+// Predicate filters the events of a source: an event whose predicate returns false
+// enqueues nothing. Predicates must be safe for concurrent use and must not modify
+// the objects.
+type Predicate[T any] func(e Event[T]) bool
+
+// GenerationChanged passes creates, deletes, and updates that changed
+// metadata.generation (the spec, for types with a status subresource).
+func GenerationChanged[T reflector.Object]() Predicate[T] {
+	return func(e Event[T]) bool {
+		return e.Type != Update || e.Old.GetGeneration() != e.Obj.GetGeneration()
+	}
+}
+
+// LabelsChanged passes creates, deletes, and updates that changed the labels.
+func LabelsChanged[T reflector.Object]() Predicate[T] {
+	return func(e Event[T]) bool {
+		return e.Type != Update || !maps.Equal(e.Old.GetLabels(), e.Obj.GetLabels())
+	}
+}
+
+// AnnotationsChanged passes creates, deletes, and updates that changed the
+// annotations.
+func AnnotationsChanged[T reflector.Object]() Predicate[T] {
+	return func(e Event[T]) bool {
+		return e.Type != Update || !maps.Equal(e.Old.GetAnnotations(), e.Obj.GetAnnotations())
+	}
+}
+
+// ResourceVersionChanged passes creates, deletes, and updates that changed the
+// resourceVersion (any change the server recorded).
+func ResourceVersionChanged[T reflector.Object]() Predicate[T] {
+	return func(e Event[T]) bool {
+		return e.Type != Update || e.Old.GetResourceVersion() != e.Obj.GetResourceVersion()
+	}
+}
+
+// Or passes an event that any of preds passes.
+func Or[T any](preds ...Predicate[T]) Predicate[T] {
+	return func(e Event[T]) bool {
+		for _, p := range preds {
+			if p(e) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// host is what a Source needs from an informer; *informer.Informer satisfies it
+// through informerHost. It exists so the source can be tested without a server.
+type host[T any] interface {
+	name() string
+	// add registers h and returns its sync state and its removal.
+	add(h informer.Handler[T]) (synced func() bool, remove func(), err error)
+	// list returns every cached object.
+	list() []T
+}
+
+type informerHost[T reflector.Object] struct{ inf *informer.Informer[T] }
+
+func (h informerHost[T]) name() string { return h.inf.Name() }
+func (h informerHost[T]) list() []T    { return h.inf.Indexer().List() }
+func (h informerHost[T]) add(hd informer.Handler[T]) (func() bool, func(), error) {
+	// The controller does its own, evenly spread resync: the informer's is off.
+	reg, err := h.inf.AddHandler(hd, informer.HandlerOptions{ResyncPeriod: -1})
+	if err != nil {
+		return nil, nil, err
+	}
+	return reg.HasSynced, func() { _ = h.inf.RemoveHandler(reg) }, nil
+}
+
+// FromInformer returns a Source of the keys m maps the informer's objects to,
+// filtered by preds (all must pass). The caller runs the informer (Informer.Run);
+// the source only adds a handler to it when the controller starts, and removes it
+// when the controller stops.
+//
+// Creates of the informer's initial list are enqueued at Background priority, live
+// changes at Live. An update enqueues the keys of both the old and the new object,
+// so a changed owner reference reaches both owners; a delete enqueues the keys of
+// the object's last known state, so the reconciler finds it missing and cleans up.
+// The informer's own per-handler resync is turned off for this handler: the
+// controller's resync (Config.ResyncPeriod) replaces it, spread over the period.
+func FromInformer[T reflector.Object, K comparable](inf *informer.Informer[T], m Mapper[T, K], preds ...Predicate[T]) Source[K] {
+	if inf == nil || m == nil {
+		panic("reconcile: FromInformer needs an informer and a mapper")
+	}
+	return newInformerSource[T, K](informerHost[T]{inf}, m, preds)
+}
+
+func newInformerSource[T any, K comparable](h host[T], m Mapper[T, K], preds []Predicate[T]) *informerSource[T, K] {
+	return &informerSource[T, K]{host: h, mapper: m, preds: preds}
+}
+
+// informerSource adapts an informer to a Source.
+type informerSource[T any, K comparable] struct {
+	host   host[T]
+	mapper Mapper[T, K]
+	preds  []Predicate[T]
+
+	mu      sync.Mutex
+	synced  func() bool // set by Start
+	enqueue func(K, Priority)
+}
+
+func (s *informerSource[T, K]) Name() string { return "informer " + s.host.name() }
+
+func (s *informerSource[T, K]) Start(enqueue func(K, Priority)) (func(), error) {
+	s.mu.Lock()
+	started := s.enqueue != nil
+	if !started {
+		s.enqueue = enqueue
+	}
+	s.mu.Unlock()
+	if started {
+		return nil, fmt.Errorf("reconcile: source %s started twice", s.Name())
+	}
+	synced, remove, err := s.host.add(informer.HandlerFuncs[T]{
+		AddFunc:    s.onAdd,
+		UpdateFunc: s.onUpdate,
+		DeleteFunc: s.onDelete,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: source %s: %w", s.Name(), err)
+	}
+	s.mu.Lock()
+	s.synced = synced
+	s.mu.Unlock()
+	return remove, nil
+}
+
+func (s *informerSource[T, K]) HasSynced() bool {
+	s.mu.Lock()
+	synced := s.synced
+	s.mu.Unlock()
+	return synced != nil && synced()
+}
+
+func (s *informerSource[T, K]) AppendKeys(dst []K) []K {
+	for _, obj := range s.host.list() {
+		dst = append(dst, s.mapper(obj)...)
+	}
+	return dst
+}
+
+func (s *informerSource[T, K]) pass(e Event[T]) bool {
+	for _, p := range s.preds {
+		if !p(e) {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *informerSource[T, K]) send(obj T, p Priority) {
+	for _, k := range s.mapper(obj) {
+		s.enqueue(k, p)
+	}
+}
+
+func (s *informerSource[T, K]) onAdd(obj T, inInitialList bool) {
+	if !s.pass(Event[T]{Type: Create, Obj: obj, InInitialList: inInitialList}) {
+		return
+	}
+	p := Live
+	if inInitialList {
+		p = Background
+	}
+	s.send(obj, p)
+}
+
+func (s *informerSource[T, K]) onUpdate(old, obj T) {
+	if any(old) == any(obj) {
+		// An informer resync: re-enqueue at background priority, unfiltered.
+		s.send(obj, Background)
+		return
+	}
+	if !s.pass(Event[T]{Type: Update, Old: old, Obj: obj}) {
+		return
+	}
+	s.send(old, Live)
+	s.send(obj, Live)
+}
+
+func (s *informerSource[T, K]) onDelete(d informer.Deleted[T]) {
+	if !s.pass(Event[T]{Type: Delete, Obj: d.Obj}) {
+		return
+	}
+	s.send(d.Obj, Live)
+}
