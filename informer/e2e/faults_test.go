@@ -20,6 +20,7 @@ import (
 
 	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/reflector"
+	"github.com/ctrlkit/ctrlkit/reflector/reflectortest"
 )
 
 // storm creates, updates and deletes ConfigMaps from several goroutines until
@@ -191,7 +192,7 @@ func TestTombstonesAfterDisconnection(t *testing.T) {
 	ctx := t.Context()
 	ns := namespace(t)
 	createConfigMaps(t, ns, 40, 8)
-	sw := &switchable[configMap]{lw: reflector.FromTyped(admin(t).CoreV1().ConfigMaps(ns))}
+	sw := reflectortest.NewPartition(reflector.FromTyped(admin(t).CoreV1().ConfigMaps(ns)))
 	inf := informer.New[configMap](sw, informer.Config[configMap]{
 		Reflector: reflector.Config[configMap]{Backoff: reflector.Backoff{Max: time.Second}},
 	})
@@ -201,7 +202,7 @@ func TestTombstonesAfterDisconnection(t *testing.T) {
 	waitInSync(t, converge, serverVersions(t, ns), inf, rec)
 	before := rec.versions()
 
-	sw.cut()
+	sw.Cut()
 	c := admin(t).CoreV1().ConfigMaps(ns)
 	var deleted []string
 	for i := range 10 {
@@ -225,7 +226,7 @@ func TestTombstonesAfterDisconnection(t *testing.T) {
 	if err := env.RestartAPIServer(ctx, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	sw.reconnect()
+	sw.Heal()
 	took := waitInSync(t, converge, serverVersions(t, ns), inf, rec)
 	t.Logf("converged %v after reconnecting", took)
 	rec.check(t, "handler")

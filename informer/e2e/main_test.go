@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,7 +23,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ctrlkit/ctrlkit/informer"
@@ -370,57 +368,6 @@ func grant(t *testing.T, ns, user string, verbs ...string) {
 	if _, err := rbac.RoleBindings(ns).Create(t.Context(), binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// switchable wraps a ListerWatcher to cut the informer off the server, as a
-// network partition does, while the server keeps running.
-type switchable[T reflector.Object] struct {
-	lw      reflector.ListerWatcher[T]
-	mu      sync.Mutex
-	cutOff  bool
-	watches []watch.Interface
-}
-
-var errCutOff = fmt.Errorf("e2e: cut off: %w", syscall.ECONNREFUSED)
-
-func (s *switchable[T]) List(ctx context.Context, opts metav1.ListOptions) ([]T, metav1.ListMeta, error) {
-	s.mu.Lock()
-	off := s.cutOff
-	s.mu.Unlock()
-	if off {
-		return nil, metav1.ListMeta{}, errCutOff
-	}
-	return s.lw.List(ctx, opts)
-}
-
-func (s *switchable[T]) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cutOff {
-		return nil, errCutOff
-	}
-	w, err := s.lw.Watch(ctx, opts)
-	if err == nil {
-		s.watches = append(s.watches, w)
-	}
-	return w, err
-}
-
-// cut stops the open watches and fails every request until reconnect.
-func (s *switchable[T]) cut() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.cutOff = true
-	for _, w := range s.watches {
-		w.Stop()
-	}
-	s.watches = nil
-}
-
-func (s *switchable[T]) reconnect() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.cutOff = false
 }
 
 // tolerable reports whether a write error is expected in a storm: conflicts with

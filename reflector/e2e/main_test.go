@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,7 +20,6 @@ import (
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
@@ -279,57 +277,6 @@ func waitError(t *testing.T, ch <-chan error, d time.Duration, ok func(error) bo
 			t.Fatalf("no matching error within %v; last one: %v", d, last)
 		}
 	}
-}
-
-// gate wraps a ListerWatcher to cut the reflector off the server, as a
-// network partition does, while the server keeps running.
-type gate[T reflector.Object] struct {
-	lw      reflector.ListerWatcher[T]
-	mu      sync.Mutex
-	closed  bool
-	watches []watch.Interface
-}
-
-var errPartitioned = fmt.Errorf("e2e: partitioned: %w", syscall.ECONNREFUSED)
-
-func (g *gate[T]) List(ctx context.Context, opts metav1.ListOptions) ([]T, metav1.ListMeta, error) {
-	g.mu.Lock()
-	closed := g.closed
-	g.mu.Unlock()
-	if closed {
-		return nil, metav1.ListMeta{}, errPartitioned
-	}
-	return g.lw.List(ctx, opts)
-}
-
-func (g *gate[T]) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closed {
-		return nil, errPartitioned
-	}
-	w, err := g.lw.Watch(ctx, opts)
-	if err == nil {
-		g.watches = append(g.watches, w)
-	}
-	return w, err
-}
-
-// cut ends the open watches and fails new requests until heal.
-func (g *gate[T]) cut() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.closed = true
-	for _, w := range g.watches {
-		w.Stop()
-	}
-	g.watches = nil
-}
-
-func (g *gate[T]) heal() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.closed = false
 }
 
 // spy wraps a ListerWatcher, records List options and runs beforeList

@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/metadata"
 
 	"github.com/ctrlkit/ctrlkit/reflector"
+	"github.com/ctrlkit/ctrlkit/reflector/reflectortest"
 	"github.com/ctrlkit/ctrlkit/testenv"
 )
 
@@ -273,13 +274,13 @@ func TestRelistAfterCompactionAndRestart(t *testing.T) {
 	ns := namespace(t, "")
 	createConfigMaps(t, ns, 60)
 	type subject struct {
-		gate *gate[*corev1.ConfigMap]
+		gate *reflectortest.Partition[*corev1.ConfigMap]
 		st   *mapStore[*corev1.ConfigMap]
 		r    *reflector.Reflector[*corev1.ConfigMap]
 	}
 	var subjects []subject
 	for _, mode := range []reflector.WatchListMode{reflector.WatchListAuto, reflector.WatchListOff} {
-		g := &gate[*corev1.ConfigMap]{lw: reflector.FromTyped(admin(t).CoreV1().ConfigMaps(ns))}
+		g := reflectortest.NewPartition(reflector.FromTyped(admin(t).CoreV1().ConfigMaps(ns)))
 		st := newMapStore[*corev1.ConfigMap]()
 		r := reflector.New[*corev1.ConfigMap](g, st, reflector.Config[*corev1.ConfigMap]{
 			Name: mode.String(), WatchList: mode, Backoff: reflector.Backoff{Max: 2 * time.Second},
@@ -290,7 +291,7 @@ func TestRelistAfterCompactionAndRestart(t *testing.T) {
 	want := serverConfigMaps(t, ns)
 	for _, s := range subjects {
 		s.st.waitFor(t, want)
-		s.gate.cut()
+		s.gate.Cut()
 	}
 
 	c := admin(t).CoreV1().ConfigMaps(ns)
@@ -322,7 +323,7 @@ func TestRelistAfterCompactionAndRestart(t *testing.T) {
 		t.Fatalf("server holds %d ConfigMaps, want 51", len(want))
 	}
 	for _, s := range subjects {
-		s.gate.heal()
+		s.gate.Heal()
 	}
 	for _, s := range subjects {
 		s.st.waitFor(t, want)
@@ -560,7 +561,7 @@ func TestWithoutWatchCache(t *testing.T) {
 		}
 		return out
 	}
-	g := &gate[*corev1.Secret]{lw: reflector.FromTyped(secrets)}
+	g := reflectortest.NewPartition(reflector.FromTyped(secrets))
 	sp := &spy[*corev1.Secret]{ListerWatcher: g}
 	// Before the first continue request, write and compact: the token's
 	// snapshot is then older than etcd's history.
@@ -605,7 +606,7 @@ func TestWithoutWatchCache(t *testing.T) {
 	// Cut off, the reflector misses deletions; etcd is compacted; its watch
 	// from the old resourceVersion gets 410, and so does a paginated list at
 	// it, so it lists the most recent state.
-	g.cut()
+	g.Cut()
 	for i := range 30 {
 		if err := secrets.Delete(ctx, fmt.Sprint("s-", i), metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
@@ -615,7 +616,7 @@ func TestWithoutWatchCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := len(sp.listed())
-	g.heal()
+	g.Heal()
 	st.waitFor(t, serverSecrets())
 	relist := sp.listed()[before:]
 	t.Logf("relist requests: %v", relist)
