@@ -17,21 +17,12 @@
 // folder). Start finds them through [Config.BinDir], the environment variable [BinEnv], or the
 // repository's cache folder .cache/controlplane/<version key>/.
 //
-// One Env is meant to be shared by all tests of a package, started in TestMain:
+// One Env is meant to be shared by all tests of a package, started in TestMain
+// (see [RunTests]):
 //
 //	var env *testenv.Env
 //
-//	func TestMain(m *testing.M) {
-//		var err error
-//		env, err = testenv.Start(context.Background(), testenv.Config{})
-//		if err != nil {
-//			fmt.Fprintln(os.Stderr, err)
-//			os.Exit(1)
-//		}
-//		code := m.Run()
-//		env.Stop()
-//		os.Exit(code)
-//	}
+//	func TestMain(m *testing.M) { os.Exit(testenv.RunTests(m, testenv.Config{}, &env)) }
 package testenv
 
 import (

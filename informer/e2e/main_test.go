@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -41,26 +40,9 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	var err error
-	env, err = testenv.Start(context.Background(), testenv.Config{
+	os.Exit(testenv.RunTests(m, testenv.Config{
 		Users: []testenv.User{{Name: userNSReader}, {Name: userLister}},
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		code = 1
-	}
-	if code == 0 {
-		if err := goleak.Find(leakcheck.Options()...); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	}, &env, leakcheck.Check))
 }
 
 // converge bounds every wait for the cache to match the server after a change or

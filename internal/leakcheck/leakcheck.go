@@ -6,7 +6,11 @@
 // Everything else still counts as a leak.
 package leakcheck
 
-import "go.uber.org/goleak"
+import (
+	"fmt"
+
+	"go.uber.org/goleak"
+)
 
 // Options returns the goleak options for tests that talk to a real API server.
 func Options() []goleak.Option {
@@ -18,4 +22,12 @@ func Options() []goleak.Option {
 		goleak.IgnoreAnyFunction("golang.org/x/net/http2.(*clientConnReadLoop).run"),
 		goleak.IgnoreAnyFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
 	}
+}
+
+// Check reports goroutines left running, other than the ones Options ignores.
+func Check() error {
+	if err := goleak.Find(Options()...); err != nil {
+		return fmt.Errorf("goleak: %w", err)
+	}
+	return nil
 }

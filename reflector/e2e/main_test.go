@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -37,30 +36,13 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	var err error
-	env, err = testenv.Start(context.Background(), testenv.Config{
+	os.Exit(testenv.RunTests(m, testenv.Config{
 		// Secrets have no watch cache: lists and watches of them reach etcd,
 		// which paginates at resourceVersion "0" and forgets compacted
 		// history at once.
 		APIServerFlags: []string{"--watch-cache-sizes=secrets#0"},
 		Users:          []testenv.User{{Name: userLister}, {Name: userNSReader}},
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		code = 1
-	}
-	if code == 0 {
-		if err := goleak.Find(leakcheck.Options()...); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	}, &env, leakcheck.Check))
 }
 
 // waitTimeout bounds every wait for convergence.

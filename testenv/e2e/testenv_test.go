@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -39,27 +38,10 @@ func TestMain(m *testing.M) {
 		runChild()
 		return
 	}
-	var err error
-	env, err = testenv.Start(context.Background(), testenv.Config{
+	os.Exit(testenv.RunTests(m, testenv.Config{
 		APIServerFlags: []string{"--watch-cache-sizes=secrets#0"},
 		Users:          []testenv.User{{Name: "reader"}},
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		code = 1
-	}
-	if code == 0 {
-		if err := goleak.Find(leakcheck.Options()...); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	}, &env, leakcheck.Check))
 }
 
 // runChild starts an environment, reports it on stdout, and waits to be killed.
