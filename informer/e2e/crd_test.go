@@ -12,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
@@ -46,32 +45,12 @@ func TestCustomResourceThroughDynamicClient(t *testing.T) {
 			}},
 		},
 	}
+	// InstallCRD creates it through the apiextensions API and waits until it is served.
+	if err := env.InstallCRD(ctx, crd); err != nil {
+		t.Fatal(err)
+	}
 	crds := ext.ApiextensionsV1().CustomResourceDefinitions()
-	if _, err := crds.Create(ctx, crd, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() { crds.Delete(t.Context(), crd.Name, metav1.DeleteOptions{}) })
-	w, err := crds.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", crd.Name).String()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	timeout := time.After(converge)
-established:
-	for {
-		select {
-		case ev := <-w.ResultChan():
-			if c, ok := ev.Object.(*apiextensionsv1.CustomResourceDefinition); ok {
-				for _, cond := range c.Status.Conditions {
-					if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-						break established
-					}
-				}
-			}
-		case <-timeout:
-			t.Fatal("the CRD was not established")
-		}
-	}
-	w.Stop()
 
 	ns := namespace(t)
 	dyn, err := dynamic.NewForConfig(env.Config())

@@ -21,7 +21,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -158,33 +157,12 @@ func TestDynamicClientOnCRD(t *testing.T) {
 			}},
 		},
 	}
+	// InstallCRD creates it through the apiextensions API and waits until it is served.
+	if err := env.InstallCRD(ctx, crd); err != nil {
+		t.Fatal(err)
+	}
 	crds := ext.ApiextensionsV1().CustomResourceDefinitions()
-	if _, err := crds.Create(ctx, crd, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() { crds.Delete(t.Context(), crd.Name, metav1.DeleteOptions{}) })
-	// Wait for the Established condition by watching the CRD.
-	w, err := crds.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", crd.Name).String()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	established := time.After(waitTimeout)
-wait:
-	for {
-		select {
-		case ev := <-w.ResultChan():
-			if c, ok := ev.Object.(*apiextensionsv1.CustomResourceDefinition); ok {
-				for _, cond := range c.Status.Conditions {
-					if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-						break wait
-					}
-				}
-			}
-		case <-established:
-			t.Fatal("the CRD was not established")
-		}
-	}
-	w.Stop()
 
 	ns := namespace(t, "")
 	dyn, err := dynamic.NewForConfig(env.Config())
@@ -204,17 +182,8 @@ wait:
 	}
 	create := func(name, color string) {
 		t.Helper()
-		// Established can precede the moment every handler serves the new
-		// resource; retry briefly on NotFound.
-		for i := 0; ; i++ {
-			_, err := widgets.Create(ctx, widget(name, color), metav1.CreateOptions{})
-			if err == nil {
-				return
-			}
-			if !apierrors.IsNotFound(err) || i == 50 {
-				t.Fatal(err)
-			}
-			time.Sleep(100 * time.Millisecond)
+		if _, err := widgets.Create(ctx, widget(name, color), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
 		}
 	}
 	for i := range 12 {

@@ -18,9 +18,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
@@ -386,5 +390,54 @@ func waitGone(t *testing.T, pids ...int) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
+	}
+}
+
+func TestInstallCRDServesTheResourceAtOnce(t *testing.T) {
+	ctx := context.Background()
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "networks.samplecrd.k8s.io",
+			// Groups under k8s.io are protected: the API server wants this annotation.
+			Annotations: map[string]string{"api-approved.kubernetes.io": "unapproved, experimental-only"},
+		},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "samplecrd.k8s.io",
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "networks", Singular: "network", Kind: "Network", ListKind: "NetworkList"},
+			Scope: apiextensionsv1.NamespaceScoped,
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: "v1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object",
+					Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+						"cidr": {Type: "string"}, "gateway": {Type: "string"},
+					}}},
+				}},
+			}},
+		},
+	}
+	if err := env.InstallCRD(ctx, crd); err != nil {
+		t.Fatal(err)
+	}
+	// Served at once: the first create needs no retry.
+	dyn, err := dynamic.NewForConfig(env.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	gvr := schema.GroupVersionResource{Group: "samplecrd.k8s.io", Version: "v1", Resource: "networks"}
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "samplecrd.k8s.io/v1", "kind": "Network",
+		"metadata": map[string]any{"name": "net1", "namespace": "default"},
+		"spec":     map[string]any{"cidr": "192.168.0.0/16", "gateway": "192.168.0.1"},
+	}}
+	if _, err := dyn.Resource(gvr).Namespace("default").Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create right after InstallCRD: %v", err)
+	}
+	// Installing the same CRD again is a no-op.
+	if err := env.InstallCRD(ctx, crd); err != nil {
+		t.Fatalf("second InstallCRD: %v", err)
+	}
+	if err := env.InstallCRD(ctx, nil); err == nil {
+		t.Fatal("InstallCRD(nil) succeeded")
 	}
 }
