@@ -11,7 +11,7 @@ export CTRLKIT_CONTROLPLANE_BIN := $(CP_DIR)
 
 E2E_PKGS = $$($(GO) list -tags e2e ./... | grep '/e2e$$')
 
-.PHONY: test unit e2e vet controlplane bench demo clean-controlplane
+.PHONY: test unit e2e vet controlplane bench bench-server demo clean-controlplane
 
 ## test: vet, all unit tests with -race, then the end-to-end tests against a real control plane
 test: vet unit e2e
@@ -44,6 +44,10 @@ clean-controlplane:
 ## bench: side-by-side benchmarks against client-go (not part of test)
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 -timeout 60m ./bench/
+
+## bench-server: informer sync of 50,000 ConfigMaps from a real apiserver, ctrlkit vs client-go
+bench-server: controlplane
+	$(GO) test -tags e2e -run '^$$' -bench BenchmarkServerInformerSync -benchtime 1x -count 5 -timeout 30m ./bench/
 
 ## demo: start a local control plane and watch objects change; leaves nothing running
 demo: controlplane
