@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ctrlkit/ctrlkit/internal/nilcheck"
 )
 
 // KnownObjects is the consumer's view of the objects it has applied, keyed like the
@@ -110,7 +112,7 @@ func (u *unit[T]) size() int {
 // New returns an empty, open FIFO. It panics if cfg.KeyFunc is nil and T does not
 // implement metav1.Object, or if cfg.MaxBatch is negative.
 func New[T any](cfg Config[T]) *FIFO[T] {
-	f := &FIFO[T]{keyFunc: cfg.KeyFunc, isNil: nilChecker[T](), known: cfg.KnownObjects, maxBatch: cfg.MaxBatch}
+	f := &FIFO[T]{keyFunc: cfg.KeyFunc, isNil: nilcheck.For[T](), known: cfg.KnownObjects, maxBatch: cfg.MaxBatch}
 	if cfg.MaxBatch < 0 {
 		panic(fmt.Sprintf("deltafifo: negative Config.MaxBatch %d", cfg.MaxBatch))
 	}
@@ -518,30 +520,5 @@ func (s *keySet) has(k string) bool {
 			return true
 		}
 		h = (h + 1) & s.mask
-	}
-}
-
-// nilChecker returns a function reporting whether a T is nil (for an interface T, also
-// a typed nil inside it). For types that cannot be nil it always reports false.
-func nilChecker[T any]() func(T) bool {
-	switch reflect.TypeFor[T]().Kind() {
-	case reflect.Interface:
-		return func(v T) bool {
-			a := any(v)
-			if a == nil {
-				return true
-			}
-			switch rv := reflect.ValueOf(a); rv.Kind() {
-			case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.UnsafePointer:
-				return rv.IsNil()
-			}
-			return false
-		}
-	case reflect.Pointer, reflect.Chan, reflect.UnsafePointer:
-		return func(v T) bool { var zero T; return any(v) == any(zero) }
-	case reflect.Map, reflect.Slice, reflect.Func:
-		return func(v T) bool { return reflect.ValueOf(&v).Elem().IsNil() }
-	default:
-		return func(T) bool { return false }
 	}
 }

@@ -10,6 +10,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/ctrlkit/ctrlkit/internal/nilcheck"
 )
 
 // KeyFunc computes the unique key under which an object is stored. It must be
@@ -110,7 +112,7 @@ type tracked struct {
 // implement metav1.Object, if an index function is nil, or if DetectMutations is set
 // and no deep-copy function is available.
 func New[T any](cfg Config[T]) *Indexer[T] {
-	x := &Indexer[T]{keyFunc: cfg.KeyFunc, isNil: nilChecker[T]()}
+	x := &Indexer[T]{keyFunc: cfg.KeyFunc, isNil: nilcheck.For[T]()}
 	if x.keyFunc == nil {
 		if !reflect.TypeFor[T]().Implements(reflect.TypeFor[metav1.Object]()) {
 			panic(fmt.Sprintf("indexer: Config.KeyFunc is nil and %v does not implement metav1.Object", reflect.TypeFor[T]()))
@@ -673,33 +675,6 @@ func (x *Indexer[T]) CheckMutations() error {
 	}
 	sort.Strings(keys)
 	return &MutationError{Keys: slices.Compact(keys)}
-}
-
-// nilChecker returns a function reporting whether a T is nil (for an interface T, also
-// a typed nil pointer, map, slice, ... inside it). For types that cannot be nil it
-// always reports false.
-func nilChecker[T any]() func(T) bool {
-	switch reflect.TypeFor[T]().Kind() {
-	case reflect.Interface:
-		return func(v T) bool {
-			a := any(v)
-			if a == nil {
-				return true
-			}
-			switch rv := reflect.ValueOf(a); rv.Kind() {
-			case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.UnsafePointer:
-				return rv.IsNil()
-			}
-			return false
-		}
-	case reflect.Pointer, reflect.Chan, reflect.UnsafePointer:
-		// Comparable, so comparing with the zero value is cheap and exact.
-		return func(v T) bool { var zero T; return any(v) == any(zero) }
-	case reflect.Map, reflect.Slice, reflect.Func:
-		return func(v T) bool { return reflect.ValueOf(&v).Elem().IsNil() }
-	default:
-		return func(T) bool { return false }
-	}
 }
 
 // defaultDeepCopy returns T's own deep-copy method as a function, or panics.
