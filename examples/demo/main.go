@@ -1,37 +1,67 @@
-// Command demo starts a local control plane (etcd + kube-apiserver from testenv), runs a
-// ctrlkit informer on ConfigMaps in a namespace, creates, updates and deletes a few of them,
-// prints every change the informer's handler sees and what its cache holds, and stops
-// everything. Ctrl-C stops it cleanly at any point.
+// Command demo starts a local control plane (etcd and kube-apiserver from testenv), installs the
+// three example controllers (the sidecar injector, the Network controller with its loopback
+// backend, and the PodSet controller) and runs them while a workload generator creates, changes
+// and deletes their objects for a while. It prints one line of progress a second (objects,
+// reconciles per second, queue depths, cache lag) and a summary after checking that every
+// controller converged to what the final objects ask for. It leaves nothing running; Ctrl-C
+// stops everything cleanly at any point.
 package main
 
 import (
 	"context"
-	"errors"
+	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
-	"github.com/ctrlkit/ctrlkit/informer"
-	"github.com/ctrlkit/ctrlkit/reflector"
+	"github.com/ctrlkit/ctrlkit/examples/network-controller/backend"
+	"github.com/ctrlkit/ctrlkit/examples/network-controller/network"
+	"github.com/ctrlkit/ctrlkit/examples/replicaset/podset"
+	"github.com/ctrlkit/ctrlkit/examples/sidecar-injector/injector"
 	"github.com/ctrlkit/ctrlkit/testenv"
 )
 
 func main() {
+	duration := flag.Duration("duration", time.Minute, "how long the workload generator runs")
+	rate := flag.Float64("rate", 10, "writes per second of the workload generator")
+	seed := flag.Uint64("seed", 0, "random seed of the workload (0: from the clock)")
+	flag.Parse()
+	if *duration <= 0 || *rate <= 0 {
+		fmt.Fprintln(os.Stderr, "demo: -duration and -rate must be positive")
+		os.Exit(2)
+	}
+	if *seed == 0 {
+		*seed = uint64(time.Now().UnixNano())
+	}
+
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+	err := run(ctx, *duration, *rate, *seed)
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		fmt.Println("interrupted; everything stopped")
+	default:
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context) error {
+// demoNS holds the demo's objects.
+const demoNS = "demo"
+
+func run(ctx context.Context, duration time.Duration, rate float64, seed uint64) error {
 	fmt.Println("starting etcd and kube-apiserver on 127.0.0.1 ...")
 	start := time.Now()
 	env, err := testenv.Start(ctx, testenv.Config{})
@@ -43,100 +73,151 @@ func run(ctx context.Context) error {
 		fmt.Println("control plane stopped, temporary files removed")
 	}()
 	fmt.Printf("control plane ready at %s in %v\n", env.APIServerURL(), time.Since(start).Round(time.Millisecond))
+	cfg := env.Config()
 
-	client, err := kubernetes.NewForConfig(env.Config())
-	if err != nil {
-		return err
-	}
-	const ns = "demo"
-	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	cms := client.CoreV1().ConfigMaps(ns)
-
-	// The informer lists and watches the namespace and tells the handler what changed.
-	inf := informer.New(reflector.FromTyped(cms), informer.Config[*corev1.ConfigMap]{})
-	events := make(chan string, 64)
-	_, err = inf.AddHandler(informer.HandlerFuncs[*corev1.ConfigMap]{
-		AddFunc: func(cm *corev1.ConfigMap, inInitialList bool) {
-			events <- fmt.Sprintf("informer  add     %s/%s rv=%s data=%v", cm.Namespace, cm.Name, cm.ResourceVersion, cm.Data)
-		},
-		UpdateFunc: func(_, cm *corev1.ConfigMap) {
-			events <- fmt.Sprintf("informer  update  %s/%s rv=%s data=%v", cm.Namespace, cm.Name, cm.ResourceVersion, cm.Data)
-		},
-		DeleteFunc: func(d informer.Deleted[*corev1.ConfigMap]) {
-			events <- fmt.Sprintf("informer  delete  %s", d.Key)
-		},
-	}, informer.HandlerOptions{})
-	if err != nil {
-		return err
-	}
+	// Everything below runs until runCtx ends; the deferred calls stop it in order.
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	runCtx, cancelRun := context.WithCancel(ctx)
-	runDone := make(chan error, 1)
-	go func() { runDone <- inf.Run(runCtx) }()
-	defer func() {
-		cancelRun()
-		<-runDone
-	}()
-	if err := inf.WaitForSync(ctx); err != nil {
+	defer cancelRun()
+
+	// The Network controller's external system: an HTTP service on loopback, state on disk.
+	backendDir, err := os.MkdirTemp("", "ctrlkit-demo-backend-")
+	if err != nil {
 		return err
 	}
-	fmt.Println("informer synced; writing objects")
+	defer os.RemoveAll(backendDir)
+	be, err := backend.New(backendDir)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	wg.Go(func() { be.Serve(runCtx, ln) })
+	backendURL := "http://" + ln.Addr().String()
 
-	// The writer creates, updates and deletes objects while the handler prints what it sees.
-	const n = 3
-	writeErr := make(chan error, 1)
-	go func() { writeErr <- write(ctx, cms, n) }()
+	c, err := newClients(cfg)
+	if err != nil {
+		return err
+	}
+	if err := setup(ctx, cfg, c); err != nil {
+		return err
+	}
+	fmt.Printf("installed CRDs %s and %s, the sidecar ConfigMap %s/%s, and the network backend at %s\n",
+		network.GroupVersionResource.GroupResource(), podset.GroupVersionResource.GroupResource(),
+		injector.DefaultConfigNamespace, injector.DefaultConfigName, backendURL)
 
-	want := 3 * n // n adds, n updates, n deletes
-	for seen := 0; seen < want; {
+	// The three controllers, each counting its reconciles and queue depth for the progress line.
+	sc, nc, pc := &stats{name: "sidecar"}, &stats{name: "network"}, &stats{name: "podset"}
+	inj, err := injector.New(cfg, injector.Options{Namespace: demoNS, Metrics: sc, QueueMetrics: sc})
+	if err != nil {
+		return err
+	}
+	netc, err := network.New(cfg, network.Options{Namespace: demoNS, BackendURL: backendURL, Metrics: nc, QueueMetrics: nc})
+	if err != nil {
+		return err
+	}
+	psc, err := podset.New(cfg, podset.Options{Namespace: demoNS, Metrics: pc, QueueMetrics: pc})
+	if err != nil {
+		return err
+	}
+	ctrlErr := make(chan error, 3)
+	for _, r := range []interface{ Run(context.Context) error }{inj, netc, psc} {
+		wg.Go(func() {
+			if err := r.Run(runCtx); err != nil && runCtx.Err() == nil {
+				ctrlErr <- err
+			}
+		})
+	}
+	fmt.Printf("controllers running; workload for %v at about %.0f writes/s (-seed %d)\n", duration, rate, seed)
+
+	w := newWorkload(c, seed, []*stats{sc, nc, pc}, inj, netc, psc)
+	genCtx, stopGen := context.WithTimeout(runCtx, duration)
+	defer stopGen()
+	genDone := make(chan error, 1)
+	go func() { genDone <- w.run(genCtx, rate) }()
+
+	fmt.Println("progress columns: sidecar/network/podset; cache lag is from sending a write to the controller's cache holding it")
+	p := newProgress(w)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for genDone != nil {
 		select {
 		case <-ctx.Done():
+			p.end()
+			<-genDone
+			w.waitLag()
 			return ctx.Err()
-		case err := <-writeErr:
-			if err != nil {
+		case err := <-ctrlErr:
+			p.end()
+			stopGen()
+			<-genDone
+			w.waitLag()
+			return err
+		case err := <-genDone:
+			genDone = nil
+			w.waitLag()
+			if err != nil && genCtx.Err() == nil {
+				p.end()
 				return err
 			}
-			writeErr = nil
-		case line := <-events:
-			seen++
-			fmt.Println(line)
-			if seen == 2*n {
-				fmt.Printf("cache now holds %d ConfigMaps, applied up to rv %s\n", len(inf.Indexer().List()), inf.LastAppliedResourceVersion())
-			}
+		case <-tick.C:
+			p.print()
 		}
 	}
-	fmt.Printf("handler saw all %d changes; cache holds %d ConfigMaps\n", want, len(inf.Indexer().List()))
+	p.print()
+	p.end()
+
+	fmt.Println("workload done; checking that every controller converges ...")
+	settle := time.Now()
+	report, err := converge(ctx, c, be)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("converged %v after the last write:\n", time.Since(settle).Round(time.Millisecond))
+	for _, line := range report {
+		fmt.Println("  " + line)
+	}
+	w.summary()
+	cancelRun()
+	wg.Wait()
+	fmt.Printf("controllers stopped; demo ran %v\n", time.Since(start).Round(time.Second))
 	return nil
 }
 
-func write(ctx context.Context, cms interface {
-	Create(context.Context, *corev1.ConfigMap, metav1.CreateOptions) (*corev1.ConfigMap, error)
-	Update(context.Context, *corev1.ConfigMap, metav1.UpdateOptions) (*corev1.ConfigMap, error)
-	Delete(context.Context, string, metav1.DeleteOptions) error
-}, n int) error {
-	var objs []*corev1.ConfigMap
-	for i := range n {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i)}, Data: map[string]string{"step": "created"}}
-		created, err := cms.Create(ctx, cm, metav1.CreateOptions{})
-		if err != nil {
+// clients are the admin clients of the workload generator and the checks.
+type clients struct {
+	kube kubernetes.Interface
+	dyn  dynamic.Interface
+}
+
+func newClients(cfg *rest.Config) (*clients, error) {
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &clients{kube: kube, dyn: dyn}, nil
+}
+
+// setup installs the CRDs, the namespaces and the sidecar definition.
+func setup(ctx context.Context, cfg *rest.Config, c *clients) error {
+	for _, install := range []func(context.Context, *rest.Config) error{injector.Install, network.Install, podset.Install} {
+		if err := install(ctx, cfg); err != nil {
 			return err
 		}
-		fmt.Printf("write     create   %s\n", created.Name)
-		objs = append(objs, created)
 	}
-	for _, cm := range objs {
-		cm.Data["step"] = "updated"
-		if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+	for _, ns := range []string{demoNS, injector.DefaultConfigNamespace} {
+		_, err := c.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return err
 		}
-		fmt.Printf("write     update   %s\n", cm.Name)
 	}
-	for _, cm := range objs {
-		if err := cms.Delete(ctx, cm.Name, metav1.DeleteOptions{}); err != nil {
-			return err
-		}
-		fmt.Printf("write     delete   %s\n", cm.Name)
-	}
-	return nil
+	_, err := c.kube.CoreV1().ConfigMaps(injector.DefaultConfigNamespace).Create(ctx, sidecarConfigMap(1), metav1.CreateOptions{})
+	return err
 }
