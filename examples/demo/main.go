@@ -72,14 +72,10 @@ func run(ctx context.Context, duration time.Duration, rate float64, seed uint64)
 		env.Stop()
 		fmt.Println("control plane stopped, temporary files removed")
 	}()
-	fmt.Printf("control plane ready at %s in %v\n", env.APIServerURL(), time.Since(start).Round(time.Millisecond))
+	etcdPID, apiPID := env.PIDs()
+	fmt.Printf("control plane ready at %s in %v (etcd pid %d, kube-apiserver pid %d)\n",
+		env.APIServerURL(), time.Since(start).Round(time.Millisecond), etcdPID, apiPID)
 	cfg := env.Config()
-
-	// Everything below runs until runCtx ends; the deferred calls stop it in order.
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	runCtx, cancelRun := context.WithCancel(ctx)
-	defer cancelRun()
 
 	// The Network controller's external system: an HTTP service on loopback, state on disk.
 	backendDir, err := os.MkdirTemp("", "ctrlkit-demo-backend-")
@@ -87,6 +83,12 @@ func run(ctx context.Context, duration time.Duration, rate float64, seed uint64)
 		return err
 	}
 	defer os.RemoveAll(backendDir)
+
+	// Everything below runs until runCtx ends; the deferred calls stop it in order.
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	runCtx, cancelRun := context.WithCancel(ctx)
+	defer cancelRun()
 	be, err := backend.New(backendDir)
 	if err != nil {
 		return err
