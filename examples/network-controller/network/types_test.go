@@ -1,0 +1,130 @@
+package network
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+)
+
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct {
+		cidr, gateway string
+		field, want   string // want: a part of the message; "" means valid
+	}{
+		{"192.168.0.0/16", "192.168.0.1", "", ""},
+		{"10.0.0.0/8", "10.255.255.254", "", ""},
+		{"10.0.0.0/31", "10.0.0.0", "", ""}, // point-to-point: both addresses usable
+		{"10.0.0.7/32", "10.0.0.7", "", ""},
+		{"fd00::/64", "fd00::1", "", ""},
+		{"fd00::/64", "fd00::ffff:ffff:ffff:ffff", "", ""}, // IPv6 has no broadcast
+		{"", "10.0.0.1", "spec.cidr", `spec.cidr "" is not a valid CIDR`},
+		{"10.0.0.0", "10.0.0.1", "spec.cidr", "not a valid CIDR"},
+		{"10.0.0.0/33", "10.0.0.1", "spec.cidr", "not a valid CIDR"},
+		{"300.0.0.0/8", "10.0.0.1", "spec.cidr", "not a valid CIDR"},
+		{"not-a-cidr", "10.0.0.1", "spec.cidr", "not a valid CIDR"},
+		{"192.168.1.0/16", "192.168.0.1", "spec.cidr", "has host bits set (the network is 192.168.0.0/16)"},
+		{"192.168.0.0/16", "", "spec.gateway", `spec.gateway "" is not a valid IP address`},
+		{"192.168.0.0/16", "192.168.0.1/32", "spec.gateway", "not a valid IP address"},
+		{"192.168.0.0/16", "10.0.0.1", "spec.gateway", "spec.gateway 10.0.0.1 is outside spec.cidr 192.168.0.0/16"},
+		{"192.168.0.0/16", "fd00::1", "spec.gateway", "outside spec.cidr"},
+		{"fd00::/64", "192.168.0.1", "spec.gateway", "outside spec.cidr"},
+		{"192.168.0.0/16", "192.168.0.0", "spec.gateway", "is the network address of 192.168.0.0/16"},
+		{"192.168.0.0/16", "192.168.255.255", "spec.gateway", "is the broadcast address of 192.168.0.0/16"},
+		{"0.0.0.0/0", "255.255.255.255", "spec.gateway", "broadcast"},
+		{"fe80::/64%eth0", "fe80::1", "spec.cidr", "not a valid CIDR"},
+		{"fe80::/64", "fe80::1%eth0", "spec.gateway", "must not have a zone"},
+	} {
+		err := Spec{CIDR: tc.cidr, Gateway: tc.gateway}.Validate()
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("Validate(%q, %q) = %v, want valid", tc.cidr, tc.gateway, err)
+			}
+			continue
+		}
+		var se *SpecError
+		if !errors.As(err, &se) {
+			t.Errorf("Validate(%q, %q) = %v, want a *SpecError", tc.cidr, tc.gateway, err)
+			continue
+		}
+		if se.Field != tc.field || !strings.Contains(se.Message, tc.want) || !strings.HasPrefix(err.Error(), "network: invalid spec: ") {
+			t.Errorf("Validate(%q, %q) = field %q, %q; want field %q and a message containing %q", tc.cidr, tc.gateway, se.Field, err, tc.field, tc.want)
+		}
+	}
+}
+
+func TestUnstructuredRoundTrip(t *testing.T) {
+	n := &Network{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", Generation: 3, Finalizers: []string{Finalizer}, ResourceVersion: "42"},
+		Spec:       Spec{CIDR: "10.0.0.0/24", Gateway: "10.0.0.1"},
+		Status: Status{ObservedGeneration: 3, Conditions: []metav1.Condition{{
+			Type: ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonProvisioned, Message: "ok",
+			ObservedGeneration: 3, LastTransitionTime: metav1.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
+		}}},
+	}
+	u, err := ToUnstructured(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.GetAPIVersion() != "samplecrd.k8s.io/v1" || u.GetKind() != "Network" {
+		t.Errorf("apiVersion, kind = %s, %s", u.GetAPIVersion(), u.GetKind())
+	}
+	if cidr, _, _ := unstructured.NestedString(u.Object, "spec", "cidr"); cidr != "10.0.0.0/24" {
+		t.Errorf("spec.cidr = %q", cidr)
+	}
+	back, err := FromUnstructured(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := *n
+	want.APIVersion, want.Kind = "samplecrd.k8s.io/v1", "Network"
+	if diff := cmp.Diff(&want, back, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("round trip (-want +got):\n%s", diff)
+	}
+	// The result shares nothing with the unstructured object.
+	back.Finalizers[0] = "changed"
+	if got := u.GetFinalizers(); got[0] != Finalizer {
+		t.Errorf("changing the converted object changed the source: %q", got)
+	}
+
+	bad := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"cidr": int64(5)}}}
+	if _, err := FromUnstructured(bad); err == nil || !strings.HasPrefix(err.Error(), "network: ") {
+		t.Errorf("FromUnstructured of a numeric cidr = %v, want an error", err)
+	}
+}
+
+func TestCRD(t *testing.T) {
+	crd := CRD()
+	if crd.Name != "networks.samplecrd.k8s.io" || crd.Spec.Group != Group || crd.Spec.Names.Kind != "Network" {
+		t.Errorf("CRD names: %s %s %s", crd.Name, crd.Spec.Group, crd.Spec.Names.Kind)
+	}
+	if crd.Annotations["api-approved.kubernetes.io"] == "" {
+		t.Error("a *.k8s.io group needs the api-approved.kubernetes.io annotation")
+	}
+	v := crd.Spec.Versions
+	if len(v) != 1 || v[0].Name != "v1" || !v[0].Served || !v[0].Storage || v[0].Subresources == nil || v[0].Subresources.Status == nil {
+		t.Errorf("versions = %+v, want v1 served, stored, with the status subresource", v)
+	}
+}
+
+func TestNewErrors(t *testing.T) {
+	if _, err := New(nil, Options{BackendURL: "http://127.0.0.1:1"}); err == nil {
+		t.Error("New(nil config) succeeded")
+	}
+	cfg := &rest.Config{Host: "https://127.0.0.1:1"}
+	if _, err := New(cfg, Options{}); err == nil || !strings.Contains(err.Error(), "BackendURL") {
+		t.Errorf("New without BackendURL = %v", err)
+	}
+	if _, err := New(cfg, Options{BackendURL: "127.0.0.1:8080"}); err == nil {
+		t.Error("New with a URL without scheme succeeded")
+	}
+	if _, err := New(cfg, Options{BackendURL: "http://127.0.0.1:8080"}); err != nil {
+		t.Errorf("New = %v", err)
+	}
+}
