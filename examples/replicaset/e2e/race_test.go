@@ -1,0 +1,164 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/ctrlkit/ctrlkit/examples/replicaset/podset"
+	"github.com/ctrlkit/ctrlkit/reflector"
+)
+
+// TestStaleCacheRace makes the controller's Pod cache lag: the watch events of the
+// Pod informer are held back until the test lets them through. Meanwhile the test
+// changes the PodSet three times, and waits each time until the controller has
+// reconciled that generation (it writes status.observedGeneration). Every such
+// reconcile sees no Pod in its cache.
+//
+// Without expectations the controller believes each time that the Pods are missing
+// and creates them again: more than replicas Pods exist. With expectations it
+// creates replicas Pods once and waits for its cache to show them. Either way, once
+// the events flow the PodSet converges to replicas Pods.
+func TestStaleCacheRace(t *testing.T) {
+	const replicas = 2
+	run := func(t *testing.T, skipExpectations bool) int {
+		ns := namespace(t)
+		gate := &gatedPods{open: make(chan struct{})}
+		start(t, podset.Options{
+			Namespace:              ns,
+			UnsafeSkipExpectations: skipExpectations,
+			WrapPods: func(lw reflector.ListerWatcher[*corev1.Pod]) reflector.ListerWatcher[*corev1.Pod] {
+				gate.lw = lw
+				return gate
+			},
+		})
+		ps := createPodSet(t, ns, "lagging", replicas)
+		waitObserved(t, ns, "lagging", ps.Generation)
+		for i := range 3 {
+			gen := patchSpec(t, ns, "lagging", fmt.Sprintf(`{"template":{"metadata":{"annotations":{"poke":"%d"}}}}`, i))
+			waitObserved(t, ns, "lagging", gen)
+		}
+		created := len(ownedBy(pods(t, ns), ps.UID))
+		if got := getPodSet(t, ns, "lagging").Status.Replicas; got != 0 {
+			t.Fatalf("status.replicas = %d while the Pod cache is held back; the cache did not lag", got)
+		}
+
+		close(gate.open)
+		waitConverged(t, ns, "lagging", replicas)
+		return created
+	}
+
+	t.Run("without expectations", func(t *testing.T) {
+		if n := run(t, true); n <= replicas {
+			t.Errorf("%d Pods created while the cache lagged, want more than %d: the race did not show", n, replicas)
+		} else {
+			t.Logf("%d Pods created for %d replicas", n, replicas)
+		}
+	})
+	t.Run("with expectations", func(t *testing.T) {
+		if n := run(t, false); n != replicas {
+			t.Errorf("%d Pods created while the cache lagged, want exactly %d", n, replicas)
+		}
+	})
+}
+
+// gatedPods is a ListerWatcher whose watches hold every event back until open is
+// closed, except those of a streaming list's initial phase (up to its
+// "initial-events-end" bookmark), so that the informer still syncs.
+type gatedPods struct {
+	lw   reflector.ListerWatcher[*corev1.Pod]
+	open chan struct{}
+}
+
+func (g *gatedPods) List(ctx context.Context, opts metav1.ListOptions) ([]*corev1.Pod, metav1.ListMeta, error) {
+	return g.lw.List(ctx, opts)
+}
+
+func (g *gatedPods) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	w, err := g.lw.Watch(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	h := &heldWatch{in: w, out: make(chan watch.Event), stop: make(chan struct{})}
+	initial := opts.SendInitialEvents != nil && *opts.SendInitialEvents
+	go h.run(g.open, initial)
+	return h, nil
+}
+
+// heldWatch forwards the events of in, in order, holding them while open is not
+// closed (past the initial phase).
+type heldWatch struct {
+	in   watch.Interface
+	out  chan watch.Event
+	stop chan struct{}
+	once sync.Once
+}
+
+func (h *heldWatch) Stop() {
+	h.once.Do(func() {
+		close(h.stop)
+		h.in.Stop()
+	})
+}
+
+func (h *heldWatch) ResultChan() <-chan watch.Event { return h.out }
+
+func (h *heldWatch) run(open <-chan struct{}, initial bool) {
+	defer close(h.out)
+	in := h.in.ResultChan()
+	var held []watch.Event
+	for in != nil || len(held) > 0 {
+		var out chan<- watch.Event
+		var next watch.Event
+		isOpen := false
+		select {
+		case <-open:
+			isOpen = true
+		default:
+		}
+		if len(held) > 0 && (isOpen || initial) {
+			out, next = h.out, held[0]
+		}
+		wake := open
+		if isOpen {
+			wake = nil
+		}
+		select {
+		case ev, ok := <-in:
+			if !ok {
+				in = nil
+				if !isOpen {
+					return // nothing could be delivered; the reflector watches again
+				}
+				continue
+			}
+			held = append(held, ev)
+			if initial && ev.Type == watch.Bookmark {
+				if m, err := meta.Accessor(ev.Object); err == nil && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
+					// Deliver what came so far; hold from now on.
+					for _, e := range held {
+						select {
+						case h.out <- e:
+						case <-h.stop:
+							return
+						}
+					}
+					held, initial = nil, false
+				}
+			}
+		case out <- next:
+			held = held[1:]
+		case <-wake:
+		case <-h.stop:
+			return
+		}
+	}
+}

@@ -1,0 +1,488 @@
+package podset
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/ctrlkit/ctrlkit/indexer"
+	"github.com/ctrlkit/ctrlkit/informer"
+	"github.com/ctrlkit/ctrlkit/reconcile"
+	"github.com/ctrlkit/ctrlkit/reflector"
+	"github.com/ctrlkit/ctrlkit/workqueue"
+)
+
+// Defaults of Options.
+const (
+	DefaultWorkers      = 4
+	DefaultResyncPeriod = 10 * time.Minute
+	// maxBurst bounds the creations or deletions one reconcile issues, so that a
+	// PodSet scaled to a huge number advances in steps the cache can follow.
+	maxBurst = 500
+)
+
+// ErrAlreadyStarted is returned by Run when called more than once.
+var ErrAlreadyStarted = errors.New("podset: controller already started")
+
+// Options configures the controller. The zero value works: DefaultWorkers workers,
+// logs discarded, no metrics, every namespace, expectations that time out after
+// DefaultExpectationsTimeout, a resync every DefaultResyncPeriod.
+type Options struct {
+	Workers      int               // 0 means DefaultWorkers
+	Logger       logr.Logger       // zero value: discard
+	Metrics      reconcile.Metrics // may be nil; passed to reconcile.Config.Metrics
+	QueueMetrics workqueue.Metrics // may be nil; passed to reconcile.Config.QueueMetrics
+
+	// Namespace restricts the controller to the PodSets and Pods of one namespace;
+	// "" means every namespace.
+	Namespace string
+	// ExpectationsTimeout is Expectations.Timeout: how long the controller waits for
+	// its own creations and deletions to show in its cache before it acts on the
+	// cache anyway. 0 means DefaultExpectationsTimeout.
+	ExpectationsTimeout time.Duration
+	// ResyncPeriod is how often every PodSet is reconciled even without a change
+	// (reconcile.Config.ResyncPeriod). 0 means DefaultResyncPeriod; negative, never.
+	ResyncPeriod time.Duration
+
+	// WrapPods, if set, wraps the ListerWatcher of the Pod informer. Tests use it to
+	// hold watch events back and make the cache lag behind the server.
+	WrapPods func(reflector.ListerWatcher[*corev1.Pod]) reflector.ListerWatcher[*corev1.Pod]
+	// UnsafeSkipExpectations makes the controller act on whatever its cache shows,
+	// even while its own writes are missing from it: it then creates too many Pods
+	// when the cache lags. It exists only to show that race in tests; never set it.
+	UnsafeSkipExpectations bool
+}
+
+// Controller keeps, for every PodSet, Spec.Replicas Pods that it controls (an owner
+// reference with controller: true): it creates and deletes Pods, adopts orphan Pods
+// its selector matches, releases the Pods it no longer matches, and writes the
+// status. See the package documentation for the guarantees.
+//
+// Create it with New and call Run once. Its methods are safe for concurrent use.
+// Cost: two informer caches (the PodSets and the Pods of Options.Namespace), one
+// goroutine per worker and per informer handler while it runs.
+type Controller struct {
+	opts    Options
+	kube    kubernetes.Interface
+	dyn     dynamic.NamespaceableResourceInterface
+	podSets *informer.Informer[*unstructured.Unstructured]
+	pods    *informer.Informer[*corev1.Pod]
+	loop    *reconcile.Controller[types.NamespacedName]
+	exp     Expectations[types.NamespacedName]
+	started atomic.Bool
+}
+
+// New builds the controller from a rest.Config; it starts no goroutine. The user of
+// cfg needs the rights of the controller's ClusterRole in rbac.yaml.
+func New(cfg *rest.Config, opts Options) (*Controller, error) {
+	if cfg == nil {
+		return nil, errors.New("podset: nil rest.Config")
+	}
+	kube, err := kubernetes.NewForConfig(reflector.WithProtobuf(cfg))
+	if err != nil {
+		return nil, fmt.Errorf("podset: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("podset: %w", err)
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = DefaultWorkers
+	}
+	switch {
+	case opts.ResyncPeriod == 0:
+		opts.ResyncPeriod = DefaultResyncPeriod
+	case opts.ResyncPeriod < 0:
+		opts.ResyncPeriod = 0
+	}
+	c := &Controller{opts: opts, kube: kube, dyn: dyn.Resource(GroupVersionResource)}
+	c.exp.Timeout = opts.ExpectationsTimeout
+
+	c.podSets = informer.New(reflector.FromDynamic(c.dyn.Namespace(opts.Namespace)), informer.Config[*unstructured.Unstructured]{
+		Name:      "podsets",
+		Transform: reflector.StripManagedFields[*unstructured.Unstructured],
+		Logger:    opts.Logger,
+	})
+	var podLW reflector.ListerWatcher[*corev1.Pod] = reflector.FromTyped(kube.CoreV1().Pods(opts.Namespace))
+	if opts.WrapPods != nil {
+		podLW = opts.WrapPods(podLW)
+	}
+	c.pods = informer.New(podLW, informer.Config[*corev1.Pod]{
+		Name:      "pods",
+		Indexers:  indexer.Indexers[*corev1.Pod]{byController: controllerIndex},
+		Transform: reflector.StripManagedFields[*corev1.Pod],
+		Logger:    opts.Logger,
+	})
+
+	c.loop = reconcile.New(reconcile.Func[types.NamespacedName](c.reconcile), reconcile.Config[types.NamespacedName]{
+		Name:         "podset",
+		Workers:      opts.Workers,
+		ResyncPeriod: opts.ResyncPeriod,
+		Logger:       opts.Logger,
+		Metrics:      opts.Metrics,
+		QueueMetrics: opts.QueueMetrics,
+	})
+	if err := c.loop.Watch(reconcile.FromInformer(c.podSets, reconcile.ByObject[*unstructured.Unstructured]())); err != nil {
+		return nil, fmt.Errorf("podset: %w", err)
+	}
+	if err := c.loop.Watch(&podSource{c: c}); err != nil {
+		return nil, fmt.Errorf("podset: %w", err)
+	}
+	return c, nil
+}
+
+// Run runs the two informers and the reconcile loop until ctx ends. When it returns,
+// nothing it started is still running. It returns nil when ctx ends, the reconcile
+// loop's error (such as a *reconcile.SyncError when the caches could not fill,
+// often for lack of RBAC rights), or ErrAlreadyStarted.
+func (c *Controller) Run(ctx context.Context) error {
+	if !c.started.CompareAndSwap(false, true) {
+		return ErrAlreadyStarted
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for _, run := range []func(context.Context) error{c.podSets.Run, c.pods.Run} {
+		wg.Go(func() {
+			if err := run(ctx); err != nil {
+				errs <- err
+				cancel()
+			}
+		})
+	}
+	err := c.loop.Run(ctx)
+	cancel()
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		err = errors.Join(err, e)
+	}
+	if err != nil {
+		return fmt.Errorf("podset: %w", err)
+	}
+	return nil
+}
+
+// WaitForCache waits until the PodSet informer has applied resourceVersion rv (that
+// of a PodSet write), so that a caller can measure cache lag.
+func (c *Controller) WaitForCache(ctx context.Context, rv string) error {
+	return c.podSets.WaitForResourceVersion(ctx, rv)
+}
+
+// satisfied reports whether the controller may create or delete Pods for key now,
+// and otherwise when to look again.
+func (c *Controller) satisfied(key types.NamespacedName) (bool, time.Duration) {
+	if c.opts.UnsafeSkipExpectations {
+		return true, 0
+	}
+	return c.exp.Satisfied(key)
+}
+
+// reconcile brings one PodSet's Pods in line with its spec.
+func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) (reconcile.Result, error) {
+	log := logr.FromContextOrDiscard(ctx)
+	u, err := c.podSets.Lister().Get(key.Namespace, key.Name)
+	if apierrors.IsNotFound(err) {
+		// Its Pods carry an owner reference to it: the garbage collector deletes
+		// them. The controller only forgets what it expected.
+		c.exp.Forget(key)
+		log.V(1).Info("PodSet gone, leaving its Pods to the garbage collector")
+		return reconcile.Result{}, nil
+	}
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	ps, err := FromUnstructured(u)
+	if err != nil {
+		return reconcile.Result{}, reconcile.Terminal(err)
+	}
+	sel, err := ps.selector()
+	if err != nil {
+		return reconcile.Result{}, reconcile.Terminal(err)
+	}
+	// The Pods it controls and the orphans of its namespace: all it may claim.
+	candidates, err := c.pods.Indexer().AppendByIndex(nil, byController, string(ps.UID))
+	if err == nil {
+		candidates, err = c.pods.Indexer().AppendByIndex(candidates, byController, orphanValue(ps.Namespace))
+	}
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	owned, claimErr := c.claim(ctx, ps, sel, candidates)
+
+	var result reconcile.Result
+	var manageErr error
+	if ps.DeletionTimestamp == nil && claimErr == nil {
+		if ok, wait := c.satisfied(key); ok {
+			manageErr = c.manage(ctx, key, ps, owned)
+		} else {
+			creations, deletions := c.exp.Pending(key)
+			log.V(1).Info("waiting for the cache to show earlier writes", "creations", creations, "deletions", deletions)
+			// The Pod events that meet the expectations enqueue the PodSet; this
+			// requeue is the fallback when they never come.
+			result.RequeueAfter = wait
+		}
+	}
+	statusErr := c.writeStatus(ctx, ps, sel, owned)
+	if err := errors.Join(claimErr, manageErr, statusErr); err != nil {
+		return reconcile.Result{}, err
+	}
+	return result, nil
+}
+
+// byController is the name of the Pod cache's index by controller: the UID of a
+// Pod's controller, or orphanValue(namespace) for a Pod without one.
+const byController = "controller"
+
+func controllerIndex(p *corev1.Pod) ([]string, error) {
+	if ref := metav1.GetControllerOfNoCopy(p); ref != nil {
+		return []string{string(ref.UID)}, nil
+	}
+	return []string{orphanValue(p.Namespace)}, nil
+}
+
+// orphanValue is the index value of the orphans of a namespace; a UID never
+// contains a slash.
+func orphanValue(namespace string) string { return "orphan/" + namespace }
+
+// claim returns the active Pods of ps: those it controls and its selector matches,
+// plus the orphans it matches, which it adopts. It releases the Pods it controls
+// but no longer matches. pods are the cached Pods it controls and the orphans of its
+// namespace.
+func (c *Controller) claim(ctx context.Context, ps *PodSet, sel labels.Selector, pods []*corev1.Pod) ([]*corev1.Pod, error) {
+	var owned, orphans []*corev1.Pod
+	var errs []error
+	for _, p := range pods {
+		if !isActive(p) {
+			continue
+		}
+		ref := metav1.GetControllerOfNoCopy(p)
+		switch {
+		case ref != nil && ref.UID == ps.UID:
+			if sel.Matches(labels.Set(p.Labels)) {
+				owned = append(owned, p)
+			} else if ps.DeletionTimestamp == nil {
+				errs = append(errs, c.release(ctx, ps, p))
+			}
+		case ref == nil && ps.DeletionTimestamp == nil && sel.Matches(labels.Set(p.Labels)):
+			orphans = append(orphans, p)
+		}
+	}
+	if len(orphans) == 0 {
+		return owned, errors.Join(errs...)
+	}
+	// The cache may be stale: adopt only if the PodSet, read from the server, is
+	// still the same object and not being deleted, or the adopted Pods would be
+	// deleted with an owner that no longer wants them.
+	fresh, err := c.dyn.Namespace(ps.Namespace).Get(ctx, ps.Name, metav1.GetOptions{})
+	switch {
+	case err != nil:
+		return owned, errors.Join(append(errs, fmt.Errorf("podset: check %s/%s before adopting: %w", ps.Namespace, ps.Name, err))...)
+	case fresh.GetUID() != ps.UID || fresh.GetDeletionTimestamp() != nil:
+		return owned, errors.Join(errs...)
+	}
+	for _, p := range orphans {
+		switch err := c.adopt(ctx, ps, p); {
+		case err == nil:
+			owned = append(owned, p)
+		case apierrors.IsNotFound(err), apierrors.IsInvalid(err), apierrors.IsConflict(err):
+			// Gone, replaced by another Pod of that name, or adopted by another
+			// controller meanwhile: not ours.
+		default:
+			errs = append(errs, err)
+		}
+	}
+	return owned, errors.Join(errs...)
+}
+
+// ownerRef is the controller reference of ps's Pods.
+func ownerRef(ps *PodSet) metav1.OwnerReference {
+	return metav1.OwnerReference{
+		APIVersion:         Group + "/" + Version,
+		Kind:               Kind,
+		Name:               ps.Name,
+		UID:                ps.UID,
+		Controller:         new(true),
+		BlockOwnerDeletion: new(true),
+	}
+}
+
+// adopt adds ps's controller reference to the orphan p, with a strategic merge
+// patch (owner references merge by uid) that fails if p was replaced by another Pod
+// of the same name.
+func (c *Controller) adopt(ctx context.Context, ps *PodSet, p *corev1.Pod) error {
+	ref := ownerRef(ps)
+	patch := fmt.Sprintf(`{"metadata":{"ownerReferences":[{"apiVersion":%q,"kind":%q,"name":%q,"uid":%q,"controller":true,"blockOwnerDeletion":true}],"uid":%q}}`,
+		ref.APIVersion, ref.Kind, ref.Name, ref.UID, p.UID)
+	_, err := c.kube.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+	if err != nil {
+		return fmt.Errorf("podset: adopt Pod %s/%s: %w", p.Namespace, p.Name, err)
+	}
+	logr.FromContextOrDiscard(ctx).Info("adopted Pod", "pod", p.Name)
+	return nil
+}
+
+// release removes ps's owner reference from p. A Pod that is gone or was replaced
+// needs no release.
+func (c *Controller) release(ctx context.Context, ps *PodSet, p *corev1.Pod) error {
+	patch := fmt.Sprintf(`{"metadata":{"ownerReferences":[{"$patch":"delete","uid":%q}],"uid":%q}}`, ps.UID, p.UID)
+	_, err := c.kube.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+	if err != nil {
+		if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) {
+			return nil
+		}
+		return fmt.Errorf("podset: release Pod %s/%s: %w", p.Namespace, p.Name, err)
+	}
+	logr.FromContextOrDiscard(ctx).Info("released Pod", "pod", p.Name)
+	return nil
+}
+
+// manage creates or deletes Pods so that ps has its replicas, recording
+// expectations before each write.
+func (c *Controller) manage(ctx context.Context, key types.NamespacedName, ps *PodSet, owned []*corev1.Pod) error {
+	diff := len(owned) - ps.replicas()
+	switch {
+	case diff < 0:
+		n := min(-diff, maxBurst)
+		if !c.opts.UnsafeSkipExpectations {
+			c.exp.ExpectCreations(key, n)
+		}
+		created, err := slowStart(n, func() error { return c.createPod(ctx, ps) })
+		if !c.opts.UnsafeSkipExpectations {
+			// Creations that failed or were not attempted will never be observed.
+			for range n - created {
+				c.exp.CreationFailed(key)
+			}
+		}
+		return err
+	case diff > 0:
+		victims := append([]*corev1.Pod(nil), owned...)
+		deletionOrder(victims)
+		victims = victims[:min(diff, maxBurst)]
+		uids := make([]string, len(victims))
+		for i, p := range victims {
+			uids[i] = string(p.UID)
+		}
+		if !c.opts.UnsafeSkipExpectations {
+			c.exp.ExpectDeletions(key, uids)
+		}
+		return c.deletePods(ctx, key, victims)
+	}
+	return nil
+}
+
+// slowStart calls create n times, in batches of 1, 2, 4, … calls in parallel,
+// stopping after the first batch with a failure, so that a PodSet whose Pods cannot
+// be created (a quota, an invalid template) costs one failed call, not n. It returns
+// how many calls succeeded and the errors.
+func slowStart(n int, create func() error) (int, error) {
+	done := 0
+	for batch := 1; done < n; batch *= 2 {
+		batch = min(batch, n-done)
+		errs := make([]error, batch)
+		var wg sync.WaitGroup
+		for i := range batch {
+			wg.Go(func() { errs[i] = create() })
+		}
+		wg.Wait()
+		ok := 0
+		for _, err := range errs {
+			if err == nil {
+				ok++
+			}
+		}
+		done += ok
+		if ok < batch {
+			return done, errors.Join(errs...)
+		}
+	}
+	return done, nil
+}
+
+// createPod creates one Pod from ps's template, controlled by ps.
+func (c *Controller) createPod(ctx context.Context, ps *PodSet) error {
+	t := &ps.Spec.Template
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName:    ps.Name + "-",
+			Namespace:       ps.Namespace,
+			Labels:          maps.Clone(t.Labels),
+			Annotations:     maps.Clone(t.Annotations),
+			Finalizers:      append([]string(nil), t.Finalizers...),
+			OwnerReferences: []metav1.OwnerReference{ownerRef(ps)},
+		},
+		Spec: *t.Spec.DeepCopy(),
+	}
+	created, err := c.kube.CoreV1().Pods(ps.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		err = fmt.Errorf("podset: create Pod for %s/%s: %w", ps.Namespace, ps.Name, err)
+		if apierrors.IsInvalid(err) {
+			// The template is invalid: retrying will not help until it changes.
+			return reconcile.Terminal(err)
+		}
+		return err
+	}
+	logr.FromContextOrDiscard(ctx).V(1).Info("created Pod", "pod", created.Name)
+	return nil
+}
+
+// deletePods deletes victims in parallel, each only if it is still the Pod the
+// cache showed (a UID precondition).
+func (c *Controller) deletePods(ctx context.Context, key types.NamespacedName, victims []*corev1.Pod) error {
+	errs := make([]error, len(victims))
+	var wg sync.WaitGroup
+	for i, p := range victims {
+		wg.Go(func() {
+			uid := p.UID
+			err := c.kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+			if err == nil {
+				logr.FromContextOrDiscard(ctx).V(1).Info("deleted Pod", "pod", p.Name)
+				return
+			}
+			// No deletion event will come for this call: take the expectation back.
+			c.exp.DeletionObserved(key, string(uid))
+			if !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				errs[i] = fmt.Errorf("podset: delete Pod %s/%s: %w", p.Namespace, p.Name, err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// writeStatus writes ps's status through the status subresource if it changed. A
+// merge patch of the whole status: no conflict with other writers of the object.
+func (c *Controller) writeStatus(ctx context.Context, ps *PodSet, sel labels.Selector, owned []*corev1.Pod) error {
+	st := PodSetStatus{Replicas: int32(len(owned)), ObservedGeneration: ps.Generation, Selector: sel.String()}
+	for _, p := range owned {
+		if isReady(p) {
+			st.ReadyReplicas++
+		}
+	}
+	if st == ps.Status {
+		return nil
+	}
+	patch := fmt.Appendf(nil, `{"status":{"replicas":%d,"readyReplicas":%d,"observedGeneration":%d,"selector":%q}}`,
+		st.Replicas, st.ReadyReplicas, st.ObservedGeneration, st.Selector)
+	_, err := c.dyn.Namespace(ps.Namespace).Patch(ctx, ps.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("podset: write status of %s/%s: %w", ps.Namespace, ps.Name, err)
+	}
+	return nil
+}

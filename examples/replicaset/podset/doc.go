@@ -1,0 +1,46 @@
+// Package podset is a ReplicaSet controller for a custom resource, PodSet: the
+// Deployment → ReplicaSet → Pod chain of the seeds, built only on ctrlkit's informer,
+// reflector and reconcile packages and client-go's clients.
+//
+// A PodSet (group examples.ctrlkit.dev, version v1alpha1) says how many Pods to keep
+// (spec.replicas), which Pods are its own (spec.selector) and what new ones look like
+// (spec.template). Install creates its CRD; there is no generated client: PodSets are
+// read through the dynamic client into *unstructured.Unstructured and converted to
+// the PodSet struct with FromUnstructured.
+//
+//	if err := podset.Install(ctx, cfg); err != nil { ... }
+//	c, err := podset.New(cfg, podset.Options{})
+//	...
+//	err = c.Run(ctx)
+//
+// # Guarantees
+//
+//   - Each PodSet ends up controlling spec.replicas active Pods (not finished, not
+//     being deleted) that its selector matches. The Pods carry an owner reference
+//     with controller and blockOwnerDeletion set, so the garbage collector deletes
+//     them with their PodSet; the controller never deletes Pods of a deleted PodSet
+//     itself and never creates Pods for it.
+//   - Scale-down deletes Pods in a documented order: unscheduled before scheduled,
+//     Pending before Unknown before Running, not Ready before Ready, newer before
+//     older, then by name. Each deletion has a UID precondition, so a Pod replaced
+//     under the same name is never deleted by mistake.
+//   - Adoption: an orphan Pod (no controller) that a PodSet's selector matches is
+//     adopted with a patch adding the owner reference, after a live read confirms
+//     the PodSet still exists and is not being deleted; surplus Pods are then deleted
+//     like any others. Release: a controlled Pod whose labels no longer match loses
+//     the owner reference, and is replaced. Both patches carry the Pod's UID as a
+//     precondition.
+//   - Never over-create: before creating or deleting, the controller records what it
+//     expects to see (Expectations) and does not create or delete for that PodSet
+//     again until its informer has shown every one of those Pods appear or go, or
+//     until Options.ExpectationsTimeout passes. A cache that lags behind the
+//     controller's own writes therefore never makes it write twice.
+//   - Creations start slowly (1, 2, 4, … in parallel), so a template the API server
+//     rejects costs one failed call per attempt; an invalid template or selector is a
+//     terminal error, not retried until the PodSet changes.
+//   - The status (replicas, readyReplicas, observedGeneration, and the selector for
+//     the scale subresource) is written with a merge patch on the status subresource.
+//   - New starts no goroutine; when Run returns, nothing it started runs.
+//
+// Errors are prefixed "podset:"; ErrInvalid marks a PodSet that cannot be acted on.
+package podset
