@@ -1,5 +1,7 @@
 package workqueue
 
+import "hash/maphash"
+
 // none marks an absent slot, lane or heap position.
 const none int32 = -1
 
@@ -32,8 +34,8 @@ type entry[T comparable] struct {
 	// item at 32 bytes.
 	ls int32
 	// prev and next link the entry into its lane (stQueued), into the in-flight list
-	// (stProcessing, stRedirty), into the cache list (stCached) or, via next, into the free
-	// list.
+	// (stProcessing, stRedirty) or, via next, into the free list. In stCached, prev holds
+	// the sequence number of the entry's element in core.cacheQ.
 	prev, next int32
 }
 
@@ -112,18 +114,21 @@ type delayed struct {
 // Every method requires the caller to hold that mutex.
 //
 // Invariants:
-//   - an item is in index iff it has an entry; an entry is live iff it is queued, in
-//     flight or scheduled (heapPos != none), and is otherwise cached (st == stCached, in
-//     the cache list); live == len(index) - cached;
+//   - an item is in idx iff it has an entry; an entry is live iff it is queued, in
+//     flight or scheduled (heapPos != none), and is otherwise cached (st == stCached,
+//     with one valid element in cacheQ); live == idx.n - cached;
+//   - a cacheQ element is valid iff its entry is stCached with prev == its seq; elements
+//     are in the order their entries were cached, and len(cacheQ) <= 2·cached + compactMin;
 //   - heap is a 4-ary min-heap on at, and heap[e(s).heapPos].slot == s;
-//   - cached <= max(keep, high): finished items are remembered up to the configured
+//   - cached <= max(keep, high) + evictBatch: finished items are remembered up to the configured
 //     number or the peak live load, least recently finished evicted first; none when
 //     keep < 0;
 //   - ready == number of stQueued entries == sum of levels[i].n == sum of lane n;
 //   - inflight == number of stProcessing + stRedirty entries, redirty == number of stRedirty;
 //   - levels is sorted by priority, highest first, and holds exactly the non-empty levels.
 type core[T comparable] struct {
-	index map[T]int32
+	idx  index
+	seed maphash.Seed // hashes items for idx
 	// pages hold the entries, pageSize each, so that growing allocates one page at a time
 	// (no copying, and at most one page of slack); nslots slots have been handed out.
 	pages  [][]entry[T]
@@ -143,13 +148,19 @@ type core[T comparable] struct {
 
 	heap []delayed // 4-ary min-heap on at
 
+	touched uint64 // sink of touch, so that its reads are not optimized away
+
 	ready    int
 	inflight int
 	redirty  int
 
-	keep               int   // Config.KeepFinished after defaults; < 0 disables the cache
-	cached             int   // stCached entries
-	cacheOld, cacheNew int32 // cache list, least recently finished first
+	keep   int // Config.KeepFinished after defaults; < 0 disables the cache
+	cached int // stCached entries
+	// cacheQ[cacheHead:] are the cached entries, least recently finished first, among
+	// stale elements of entries revived (or released) since; see cacheRef.
+	cacheQ    []cacheRef
+	cacheHead int
+	cacheSeq  int32 // sequence number of the next element (wraps)
 
 	handouts uint64
 	aging    uint64 // a level waiting through this many other handouts is served next
@@ -163,13 +174,12 @@ type core[T comparable] struct {
 	epochPeak   int
 }
 
-func (c *core[T]) init(aging uint64, keep int, timing bool) {
+func (c *core[T]) init(seed maphash.Seed, aging uint64, keep int, timing bool) {
 	c.keep = keep
-	c.index = make(map[T]int32)
+	c.seed = seed
 	c.free = none
 	c.timing = timing
 	c.oldest, c.newest = none, none
-	c.cacheOld, c.cacheNew = none, none
 	c.lanes = []lane{{head: none, tail: none, rrPrev: none, rrNext: none}}
 	c.freeLane = none
 	c.laneIndex = make(map[laneKey]int32)
@@ -188,7 +198,9 @@ func (c *core[T]) e(s int32) *entry[T] {
 	return &c.pages[s>>pageBits][s&(pageSize-1)]
 }
 
-func (c *core[T]) alloc(item T) int32 {
+// alloc makes an idle entry for item, which is absent from idx; tag and pos are what the
+// failed lookup of item used and returned.
+func (c *core[T]) alloc(item T, tag uint32, pos int) int32 {
 	var s int32
 	if c.free != none {
 		s = c.free
@@ -208,13 +220,13 @@ func (c *core[T]) alloc(item T) int32 {
 	}
 	*c.e(s) = entry[T]{item: item, heapPos: none, prev: none, next: none}
 	c.e(s).set(stIdle, none)
-	c.index[item] = s
+	c.idx.put(tag, pos, s)
 	c.activated()
 	return s
 }
 
 // live returns the number of live (not cached) entries.
-func (c *core[T]) live() int { return len(c.index) - c.cached }
+func (c *core[T]) live() int { return c.idx.n - c.cached }
 
 // activated records that an entry became live.
 func (c *core[T]) activated() {
@@ -231,24 +243,54 @@ func (c *core[T]) activated() {
 func (c *core[T]) revive(s int32) {
 	c.uncache(s)
 	c.activated()
+	c.maybeCompact()
 }
 
-// uncache takes an entry out of the cache list, leaving it idle.
+// cacheRef is an element of the cache queue: a cached entry's slot and the sequence number
+// it was cached with. Reviving an entry leaves its element in the queue, stale, instead of
+// unlinking it from a list (which would touch two other entries): an element is valid iff
+// its entry is still cached with the same number. A number is reused only after 2^32
+// elements; a stale element taken for valid merely evicts a cached entry early.
+type cacheRef struct {
+	slot, seq int32
+}
+
+// compactMin is the number of stale cache elements always tolerated before compacting.
+const compactMin = 64
+
+// cachedWith reports whether r is a valid cache element.
+func (c *core[T]) cachedWith(r cacheRef) bool {
+	e := c.e(r.slot)
+	return e.state() == stCached && e.prev == r.seq
+}
+
+// uncache makes a cached entry idle; its cache element becomes stale.
 func (c *core[T]) uncache(s int32) {
 	e := c.e(s)
-	if e.prev != none {
-		c.e(e.prev).next = e.next
-	} else {
-		c.cacheOld = e.next
-	}
-	if e.next != none {
-		c.e(e.next).prev = e.prev
-	} else {
-		c.cacheNew = e.prev
-	}
 	e.prev, e.next = none, none
 	e.setState(stIdle)
 	c.cached--
+}
+
+// maybeCompact compacts the cache queue when stale and taken elements are the majority.
+func (c *core[T]) maybeCompact() {
+	if len(c.cacheQ) > 2*c.cached+compactMin {
+		c.compactCache()
+	}
+}
+
+// compactCache drops the stale and taken elements of the cache queue. It removes more than
+// half of the elements it reads, each pushed once, so its cost is O(1) amortized per push.
+func (c *core[T]) compactCache() {
+	q := c.cacheQ[:0]
+	for _, r := range c.cacheQ[c.cacheHead:] {
+		if c.cachedWith(r) {
+			q = append(q, r)
+		}
+	}
+	clear(c.cacheQ[len(q):])
+	c.cacheQ = q
+	c.cacheHead = 0
 }
 
 // retire handles an entry that is neither queued nor in flight any more: it stays live if a
@@ -269,36 +311,65 @@ func (c *core[T]) retire(s int32) {
 	e := c.e(s)
 	e.setState(stCached)
 	e.next = none
-	e.prev = c.cacheNew
-	if c.cacheNew != none {
-		c.e(c.cacheNew).next = s
-	} else {
-		c.cacheOld = s
-	}
-	c.cacheNew = s
+	e.prev = c.cacheSeq
+	c.cacheQ = append(c.cacheQ, cacheRef{slot: s, seq: c.cacheSeq})
+	c.cacheSeq++
 	c.cached++
-	for c.cached > max(c.keep, c.high) {
-		old := c.cacheOld
-		c.uncache(old)
-		c.release(old)
+	for limit := max(c.keep, c.high); c.cached > limit+evictBatch; {
+		c.evict(min(c.cached-limit, evictBatch+1)) // one batch: the cache grows by one at a time
 	}
+	c.maybeCompact()
 	if c.live() == 0 {
 		c.emptied()
 	}
 }
 
-// dropCache forgets every cached entry.
-func (c *core[T]) dropCache() {
-	for c.cacheOld != none {
-		s := c.cacheOld
-		c.uncache(s)
-		c.release(s)
+// evictBatch is how far the cache may exceed its limit before it is cut back to it. Evicting
+// an entry costs several cache misses in a large queue (the entry, its item's bytes to
+// hash, its index bucket); evicting in batches lets the processor overlap them.
+const evictBatch = 32
+
+// evict releases the n <= evictBatch+1 least recently finished cached entries.
+func (c *core[T]) evict(n int) {
+	var slots [evictBatch + 1]int32
+	var tags [evictBatch + 1]uint32
+	for i := 0; i < n; c.cacheHead++ { // the entries are read in parallel
+		if r := c.cacheQ[c.cacheHead]; c.cachedWith(r) {
+			slots[i] = r.slot
+			i++
+		}
+	}
+	for i := range n { // and so are their items' bytes
+		tags[i] = tagOf(c.seed, c.e(slots[i]).item)
+	}
+	var acc uint64
+	for i := range n { // independent: their buckets are fetched in parallel
+		acc |= c.idx.b[c.idx.home(tags[i])]
+	}
+	c.touched = acc
+	for i := range n {
+		c.uncache(slots[i])
+		c.releaseTag(slots[i], tags[i])
 	}
 }
 
+// dropCache forgets every cached entry.
+func (c *core[T]) dropCache() {
+	for _, r := range c.cacheQ[c.cacheHead:] {
+		if c.cachedWith(r) {
+			c.uncache(r.slot)
+			c.release(r.slot)
+		}
+	}
+	c.cacheQ, c.cacheHead = nil, 0
+}
+
 // release frees an idle entry.
-func (c *core[T]) release(s int32) {
-	delete(c.index, c.e(s).item)
+func (c *core[T]) release(s int32) { c.releaseTag(s, tagOf(c.seed, c.e(s).item)) }
+
+// releaseTag frees an idle entry whose item's tag is tag.
+func (c *core[T]) releaseTag(s int32, tag uint32) {
+	c.idx.del(tag, s)
 	*c.e(s) = entry[T]{next: c.free}
 	c.free = s
 }
@@ -315,8 +386,8 @@ func (c *core[T]) emptied() {
 	}
 	if c.high >= shrinkMin && 4*c.epochPeak < c.high {
 		c.cached = 0
-		c.cacheOld, c.cacheNew = none, none
-		c.index = make(map[T]int32)
+		c.cacheQ, c.cacheHead = nil, 0
+		c.idx = index{}
 		c.pages = nil
 		c.nslots = 0
 		if c.timing {
@@ -529,10 +600,11 @@ func (c *core[T]) enqueue(s, l int32, now int64) bool {
 }
 
 // add marks item as needing processing at priority prio in fairness lane key.
-func (c *core[T]) add(item T, prio int, key string, now int64) bool {
-	s, ok := c.index[item]
-	if !ok {
-		s = c.alloc(item)
+// tag is tagOf(item).
+func (c *core[T]) add(item T, tag uint32, prio int, key string, now int64) bool {
+	s, pos := c.lookup(item, tag)
+	if s == none {
+		s = c.alloc(item, tag, pos)
 	} else if e := c.e(s); e.state() == stCached {
 		c.revive(s)
 	} else if (e.state() == stQueued || e.state() == stRedirty) && prio <= c.lanes[e.lane()].prio {
@@ -543,10 +615,11 @@ func (c *core[T]) add(item T, prio int, key string, now int64) bool {
 
 // addAt schedules item to be added at deadline at. A pending earlier deadline wins; the
 // priority is the highest requested. It reports whether the heap minimum changed.
-func (c *core[T]) addAt(item T, at int64, prio int, key string) bool {
-	s, ok := c.index[item]
-	if !ok {
-		s = c.alloc(item)
+// tag is tagOf(item).
+func (c *core[T]) addAt(item T, tag uint32, at int64, prio int, key string) bool {
+	s, pos := c.lookup(item, tag)
+	if s == none {
+		s = c.alloc(item, tag, pos)
 	} else if c.e(s).state() == stCached {
 		c.revive(s)
 	}
@@ -568,6 +641,21 @@ func (c *core[T]) addAt(item T, at int64, prio int, key string) bool {
 	c.heap = append(c.heap, delayed{at: at, slot: s, lane: c.acquire(prio, key)})
 	c.up(len(c.heap) - 1)
 	return c.heap[0].slot == s
+}
+
+// touch reads the home buckets of a batch of staged adds before they are applied. The reads
+// are independent, so the processor overlaps their cache misses, and the lookups that follow
+// mostly find their buckets in cache: in a large table this is most of their cost.
+func (c *core[T]) touch(buf []staged[T]) {
+	x := &c.idx
+	if len(x.b) == 0 {
+		return
+	}
+	var acc uint64
+	for i := range buf {
+		acc |= x.b[x.home(buf[i].tag)]
+	}
+	c.touched = acc
 }
 
 // fire adds, in deadline order, up to limit items due at now, and returns how many were
@@ -697,8 +785,8 @@ func (c *core[T]) findInFlight(item T) int32 {
 		}
 		return none
 	}
-	s, ok := c.index[item]
-	if !ok {
+	s := c.find(item)
+	if s == none {
 		return none
 	}
 	if st := c.e(s).state(); st != stProcessing && st != stRedirty {

@@ -45,14 +45,32 @@ func checkInvariants[T comparable](t testing.TB, q *Queue[T]) {
 func (c *core[T]) check() error {
 	counts := map[uint8]int{}
 	laneRefs := map[int32]int{}
-	for item, s := range c.index {
+	if err := c.checkIndex(); err != nil {
+		return err
+	}
+	nfree := 0
+	for s := c.free; s != none; s = c.e(s).next {
+		if s < 0 || s >= c.nslots || c.e(s).state() != stIdle || nfree > int(c.nslots) {
+			return fmt.Errorf("free list: slot %d out of range, in use, or a cycle", s)
+		}
+		nfree++
+	}
+	if nfree+c.idx.n != int(c.nslots) {
+		return fmt.Errorf("%d free and %d indexed slots of %d", nfree, c.idx.n, c.nslots)
+	}
+	for _, v := range c.idx.b {
+		if v == 0 {
+			continue
+		}
+		s := int32(uint32(v)) - 1
+		if s < 0 || int(s) >= int(c.nslots) {
+			return fmt.Errorf("bucket %#x: slot %d out of range", v, s)
+		}
+		item := c.e(s).item
 		if s < 0 || int(s) >= int(c.nslots) {
 			return fmt.Errorf("item %v: slot %d out of range", item, s)
 		}
 		e := c.e(s)
-		if e.item != item {
-			return fmt.Errorf("slot %d holds %v, indexed as %v", s, e.item, item)
-		}
 		st, lane := e.state(), e.lane()
 		counts[st]++
 		if e.heapPos != none {
@@ -100,7 +118,7 @@ func (c *core[T]) check() error {
 	if c.keep < 0 && c.cached != 0 {
 		return fmt.Errorf("%d cached entries with the cache off", c.cached)
 	}
-	if c.keep >= 0 && c.cached > max(c.keep, c.high) {
+	if c.keep >= 0 && c.cached > max(c.keep, c.high)+evictBatch {
 		return fmt.Errorf("%d cached entries, bound %d", c.cached, max(c.keep, c.high))
 	}
 
@@ -134,11 +152,23 @@ func (c *core[T]) check() error {
 	if n != c.inflight {
 		return fmt.Errorf("in-flight list has %d entries, inflight = %d", n, c.inflight)
 	}
-	if n, err = walk("cache", c.cacheOld, c.cacheNew, stCached, stCached); err != nil {
-		return err
+	if c.cacheHead > len(c.cacheQ) || len(c.cacheQ) > 2*c.cached+compactMin {
+		return fmt.Errorf("cache queue: head %d, length %d, %d cached", c.cacheHead, len(c.cacheQ), c.cached)
 	}
-	if n != c.cached {
-		return fmt.Errorf("cache list has %d entries, cached = %d", n, c.cached)
+	valid := map[int32]bool{}
+	for _, r := range c.cacheQ[c.cacheHead:] {
+		if r.slot < 0 || r.slot >= c.nslots {
+			return fmt.Errorf("cache queue: slot %d out of range", r.slot)
+		}
+		if c.cachedWith(r) {
+			if valid[r.slot] {
+				return fmt.Errorf("cache queue: slot %d valid twice", r.slot)
+			}
+			valid[r.slot] = true
+		}
+	}
+	if len(valid) != c.cached {
+		return fmt.Errorf("cache queue has %d valid elements, cached = %d", len(valid), c.cached)
 	}
 
 	live := 0
@@ -233,4 +263,41 @@ func scheduled[T comparable](q *Queue[T]) int {
 	q.smu.Lock()
 	defer q.smu.Unlock()
 	return q.c.scheduled() + len(q.stage)
+}
+
+// checkIndex verifies the index's invariants: size, count and load, every bucket's tag
+// is its item's, and every item is found by lookup at its own bucket.
+func (c *core[T]) checkIndex() error {
+	x := &c.idx
+	if len(x.b) == 0 {
+		if x.n != 0 {
+			return fmt.Errorf("index: %d items and no buckets", x.n)
+		}
+		return nil
+	}
+	if len(x.b) < minBuckets || len(x.b)&(len(x.b)-1) != 0 || 1<<(32-x.shift) != len(x.b) {
+		return fmt.Errorf("index: %d buckets, shift %d", len(x.b), x.shift)
+	}
+	n := 0
+	for i, v := range x.b {
+		if v == 0 {
+			continue
+		}
+		n++
+		s := int32(uint32(v)) - 1
+		if s < 0 || s >= c.nslots {
+			return fmt.Errorf("index: bucket %d: slot %d out of range", i, s)
+		}
+		item := c.e(s).item
+		if tag := tagOf(c.seed, item); tag != uint32(v>>32) {
+			return fmt.Errorf("index: bucket %d: tag %#x, item %v hashes to %#x", i, v>>32, item, tag)
+		}
+		if got, pos := c.lookup(item, uint32(v>>32)); got != s || pos != i {
+			return fmt.Errorf("index: item %v in bucket %d (slot %d), found in %d (slot %d)", item, i, s, pos, got)
+		}
+	}
+	if n != x.n || n*maxLoadDen > len(x.b)*maxLoadNum {
+		return fmt.Errorf("index: %d items counted, %d recorded, %d buckets", n, x.n, len(x.b))
+	}
+	return nil
 }

@@ -89,15 +89,19 @@ func TestKeepFinishedBound(t *testing.T) {
 		}
 		want := min(tc.want, len(ks))
 		q.mu.Lock()
-		n, cached := len(q.c.index), q.c.cached
+		n, cached := q.c.idx.n, q.c.cached
 		q.mu.Unlock()
-		if n != want || cached != want {
-			t.Errorf("KeepFinished %d: %d indexed, %d cached; want %d", tc.keep, n, cached, want)
+		slack := 0 // over the limit, the oldest are dropped in batches
+		if tc.keep > 0 && want < len(ks) {
+			slack = evictBatch
+		}
+		if n != cached || cached < want || cached > want+slack {
+			t.Errorf("KeepFinished %d: %d indexed, %d cached; want %d (+%d)", tc.keep, n, cached, want, slack)
 		}
 		checkInvariants(t, q)
 		q.ShutDown()
 		q.mu.Lock()
-		n = len(q.c.index)
+		n = q.c.idx.n
 		q.mu.Unlock()
 		if n != 0 {
 			t.Errorf("KeepFinished %d: %d items indexed after ShutDown", tc.keep, n)
@@ -147,4 +151,88 @@ func TestMemoryGivenBack(t *testing.T) {
 		}
 		checkInvariants(t, q)
 	})
+}
+
+// TestKeepFinishedOrder: the cache drops the least recently finished items first, and an
+// item added again and finished again counts from its last finish (its earlier place in
+// the cache is void).
+func TestKeepFinishedOrder(t *testing.T) {
+	const keep = 100
+	ks := keys(300)
+	q := New(Config[string]{KeepFinished: keep})
+	defer q.ShutDown()
+	cycle := func(k string) {
+		q.Add(k)
+		item, err := q.Get(doneCtx)
+		if err != nil || item != k {
+			t.Fatalf("Get = %q, %v; want %q", item, err, k)
+		}
+		q.Done(item)
+	}
+	indexed := func(k string) bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return q.c.find(k) != none
+	}
+	for _, k := range ks[:200] {
+		cycle(k)
+	}
+	q.mu.Lock()
+	cached := q.c.cached
+	q.mu.Unlock()
+	if cached < keep || cached > keep+evictBatch {
+		t.Fatalf("%d cached, want %d to %d", cached, keep, keep+evictBatch)
+	}
+	for i, k := range ks[:200] {
+		if want := i >= 200-cached; indexed(k) != want {
+			t.Fatalf("key %d of 200 indexed: %v, want %v (%d cached)", i, !want, want, cached)
+		}
+	}
+	// Revive the oldest cached item; after enough new ones to evict everything cached
+	// before it, it is still kept and its old neighbours are gone.
+	old := ks[200-cached]
+	cycle(old)
+	for _, k := range ks[200 : 200+keep-1] {
+		cycle(k)
+	}
+	if !indexed(old) {
+		t.Errorf("item finished %d items ago was dropped", keep)
+	}
+	if indexed(ks[200-cached+1]) {
+		t.Errorf("older item still kept")
+	}
+	checkInvariants(t, q)
+}
+
+// TestKeepFinishedReAddAll: adding every cached item again (each leaves a stale element in
+// the cache queue) keeps the cache's bookkeeping bounded, and each item is handed out once.
+func TestKeepFinishedReAddAll(t *testing.T) {
+	ks := keys(500)
+	q := New(Config[string]{KeepFinished: 1000})
+	defer q.ShutDown()
+	for round := range 3 {
+		for _, k := range ks {
+			q.Add(k)
+		}
+		checkInvariants(t, q) // cache queue bounded with nothing cached
+		seen := map[string]bool{}
+		for range ks {
+			item, err := q.Get(doneCtx)
+			if err != nil || seen[item] {
+				t.Fatalf("round %d: Get = %q, %v (seen before: %v)", round, item, err, seen[item])
+			}
+			seen[item] = true
+			q.Done(item)
+		}
+		if n := q.Len(); n != 0 {
+			t.Fatalf("round %d: %d items left", round, n)
+		}
+		checkInvariants(t, q)
+		q.mu.Lock()
+		cached, qlen := q.c.cached, len(q.c.cacheQ)
+		q.mu.Unlock()
+		if cached != len(ks) || qlen > 2*cached+compactMin {
+			t.Fatalf("round %d: %d cached, cache queue %d", round, cached, qlen)
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -45,9 +46,10 @@ type Config[T comparable] struct {
 
 	// KeepFinished is how many finished items (Done, nothing pending) the queue keeps
 	// indexed, least recently finished dropped first, so that adding one again costs one
-	// map lookup instead of an insert now and a delete at its next Done. The limit is the
-	// larger of KeepFinished and the peak number of items the queue held at once. A kept
-	// item costs about 80 bytes plus whatever its value keeps reachable (a pointer item
+	// hash lookup instead of an insert now and a delete at its next Done. The limit is the
+	// larger of KeepFinished and the peak number of items the queue held at once; the
+	// queue drops the oldest in batches once it holds 32 more than that. A kept
+	// item costs about 60 bytes plus whatever its value keeps reachable (a pointer item
 	// keeps its object alive until dropped). Zero means DefaultKeepFinished; negative keeps
 	// none.
 	KeepFinished int
@@ -70,7 +72,7 @@ type AddOptions struct {
 // guarantees.
 //
 // A Queue must be created with New; the zero Queue is not usable. All methods are safe for
-// concurrent use. Add, Get and Done cost O(1) map operations plus O(L) for L distinct
+// concurrent use. Add, Get and Done cost O(1) hash-table operations plus O(L) for L distinct
 // priorities waiting; the firing of a delay costs O(log n) in the number of scheduled
 // items. AddAfter and AddRateLimited only append to a small staging buffer under a lock of
 // their own; staged items are moved into the queue in batches (when the buffer fills or
@@ -78,6 +80,10 @@ type AddOptions struct {
 // held, scheduled and kept, see Config.KeepFinished) and is given back when the queue runs
 // empty after a peak far above its recent load.
 type Queue[T comparable] struct {
+	// The fields come in groups, each on cache lines of its own (see the pads), so that
+	// adders writing the staging buffer and workers taking mu do not pull each other's
+	// lines back and forth.
+
 	mu sync.Mutex
 	// c is the state machine; guarded by mu.
 	c core[T]
@@ -86,12 +92,24 @@ type Queue[T comparable] struct {
 	waiters []*waiter[T]
 	// shut is set once by ShutDown or ShutDownWithDrain; guarded by mu. shutFlag mirrors it
 	// for lock-free early exits.
-	shut     bool
-	shutFlag atomic.Bool
+	shut bool
 	// idle, once made by ShutDownWithDrain, is closed when the queue is shut down with
 	// nothing ready and nothing in flight. idleClosed records that.
 	idle       chan struct{}
 	idleClosed bool
+
+	_ [cacheLine]byte
+
+	// Set in New (shutFlag: once, at shut-down) and read without a lock by every add.
+	shutFlag atomic.Bool
+	epoch    time.Time    // origin of the monotonic clock used for deadlines and stamps
+	seed     maphash.Seed // q.c.seed, for adders that hash items before taking a lock
+	limiter  RateLimiter[T]
+	clk      clocked[T] // limiter, if it is a built-in one; nil otherwise
+	keyOf    func(T) string
+	metrics  Metrics
+
+	_ [cacheLine]byte
 
 	// smu guards the staging buffer of delayed adds, sshut and the timer. Lock order:
 	// fmu, then mu, then smu.
@@ -108,17 +126,18 @@ type Queue[T comparable] struct {
 	timer   *time.Timer
 	timerAt int64
 	timerWG sync.WaitGroup
+
+	_ [cacheLine]byte
+
 	// fmu serializes moving staged items into the core (a drain) and guards spare, the
 	// buffer swapped with stage.
 	fmu   sync.Mutex
 	spare []staged[T]
-
-	epoch   time.Time // origin of the monotonic clock used for deadlines and stamps
-	limiter RateLimiter[T]
-	keyOf   func(T) string
-	metrics Metrics
-	pool    sync.Pool // of *waiter[T]
+	pool  sync.Pool // of *waiter[T]
 }
+
+// cacheLine is the size of padding that keeps field groups on separate cache lines.
+const cacheLine = 64
 
 // staged is a delayed add not yet moved into the core.
 type staged[T comparable] struct {
@@ -126,6 +145,7 @@ type staged[T comparable] struct {
 	at   int64
 	prio int
 	key  string
+	tag  uint32 // tagOf(item), computed by the adder outside the locks
 }
 
 // stageMax is the staging buffer size at which the adder itself moves the buffer into the
@@ -160,6 +180,7 @@ func New[T comparable](cfg Config[T]) *Queue[T] {
 	if q.limiter == nil {
 		q.limiter = DefaultRateLimiter[T]()
 	}
+	q.clk, _ = q.limiter.(clocked[T])
 	aging := cfg.AgingLimit
 	if aging <= 0 {
 		aging = DefaultAgingLimit
@@ -168,7 +189,8 @@ func New[T comparable](cfg Config[T]) *Queue[T] {
 	if keep == 0 {
 		keep = DefaultKeepFinished
 	}
-	q.c.init(uint64(aging), keep, cfg.Metrics != nil)
+	q.seed = maphash.MakeSeed()
+	q.c.init(q.seed, uint64(aging), keep, cfg.Metrics != nil)
 	if q.metrics != nil {
 		q.metrics.Attach(q.inFlight)
 	}
@@ -199,7 +221,11 @@ func (q *Queue[T]) AddAfter(item T, d time.Duration) {
 	if q.shutFlag.Load() {
 		return
 	}
-	q.addDelayed(item, d, 0, q.key(item), true)
+	if d <= 0 {
+		q.addNow(item, 0, q.key(item), true)
+		return
+	}
+	q.addDelayed(item, d, q.now(), 0, q.key(item), true)
 }
 
 // AddRateLimited records a failure of item with the RateLimiter and adds it after the
@@ -208,7 +234,16 @@ func (q *Queue[T]) AddRateLimited(item T) {
 	if q.shutFlag.Load() {
 		return
 	}
-	q.addDelayed(item, q.limiter.When(item), 0, q.key(item), true)
+	now := q.now()
+	q.addDelayed(item, q.when(item, now), now, 0, q.key(item), true)
+}
+
+// when asks the rate limiter for item's delay; now is the current time on the queue's clock.
+func (q *Queue[T]) when(item T, now int64) time.Duration {
+	if q.clk != nil {
+		return q.clk.whenAt(item, q.epoch.Add(time.Duration(now)))
+	}
+	return q.limiter.When(item)
 }
 
 // AddWithOptions adds item with a delay, a priority, rate limiting, or all three. If the
@@ -219,11 +254,15 @@ func (q *Queue[T]) AddWithOptions(item T, opts AddOptions) {
 		return
 	}
 	d := opts.Delay
+	var now int64
+	if opts.RateLimited || d > 0 {
+		now = q.now()
+	}
 	if opts.RateLimited {
-		d = max(d, q.limiter.When(item))
+		d = max(d, q.when(item, now))
 	}
 	if d > 0 || opts.RateLimited {
-		q.addDelayed(item, d, opts.Priority, q.key(item), true)
+		q.addDelayed(item, d, now, opts.Priority, q.key(item), true)
 		return
 	}
 	q.addNow(item, opts.Priority, q.key(item), false)
@@ -237,6 +276,7 @@ func (q *Queue[T]) Forget(item T) { q.limiter.Forget(item) }
 func (q *Queue[T]) NumRequeues(item T) int { return q.limiter.NumRequeues(item) }
 
 func (q *Queue[T]) addNow(item T, prio int, key string, retried bool) {
+	tag := tagOf(q.seed, item) // outside the lock
 	q.mu.Lock()
 	if q.shut {
 		q.mu.Unlock()
@@ -246,7 +286,7 @@ func (q *Queue[T]) addNow(item T, prio int, key string, retried bool) {
 	if q.metrics != nil {
 		now = q.now()
 	}
-	added := q.c.add(item, prio, key, now)
+	added := q.c.add(item, tag, prio, key, now)
 	if len(q.waiters) > 0 {
 		q.dispatchLocked(now)
 	}
@@ -261,7 +301,8 @@ func (q *Queue[T]) addNow(item T, prio int, key string, retried bool) {
 	}
 }
 
-func (q *Queue[T]) addDelayed(item T, d time.Duration, prio int, key string, retried bool) {
+// addDelayed adds item after d from now, the current time on the queue's clock.
+func (q *Queue[T]) addDelayed(item T, d time.Duration, now int64, prio int, key string, retried bool) {
 	if d <= 0 {
 		q.addNow(item, prio, key, retried)
 		return
@@ -271,12 +312,12 @@ func (q *Queue[T]) addDelayed(item T, d time.Duration, prio int, key string, ret
 		q.smu.Unlock()
 		return
 	}
-	now := q.now()
+	tag := tagOf(q.seed, item)
 	at := now + int64(d)
 	if at < now { // overflow: as late as the clock goes
 		at = math.MaxInt64
 	}
-	q.stage = append(q.stage, staged[T]{item: item, at: at, prio: prio, key: key})
+	q.stage = append(q.stage, staged[T]{item: item, at: at, prio: prio, key: key, tag: tag})
 	q.stageMin = min(q.stageMin, at)
 	if at < q.timerAt {
 		q.armLocked(at, now)
@@ -326,8 +367,9 @@ func (q *Queue[T]) takeStage() []staged[T] {
 // applyLocked moves staged adds into the core and hands the buffer back as spare.
 // Requires fmu and mu held.
 func (q *Queue[T]) applyLocked(buf []staged[T]) {
+	q.c.touch(buf)
 	for i := range buf {
-		q.c.addAt(buf[i].item, buf[i].at, buf[i].prio, buf[i].key)
+		q.c.addAt(buf[i].item, buf[i].tag, buf[i].at, buf[i].prio, buf[i].key)
 	}
 	clear(buf) // drop references to the items
 	q.spare = buf[:0]

@@ -2,6 +2,7 @@ package workqueue
 
 import (
 	"fmt"
+	"hash/maphash"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -26,6 +27,20 @@ type RateLimiter[T comparable] interface {
 	NumRequeues(item T) int
 }
 
+// clocked is implemented by the built-in limiters: whenAt is When at a given instant, so a
+// queue that reads the clock anyway spares the limiter a second, costlier time.Now.
+type clocked[T comparable] interface {
+	whenAt(item T, now time.Time) time.Duration
+}
+
+// whenAt asks r for item's delay at now, through clocked if r has it.
+func whenAt[T comparable](r RateLimiter[T], item T, now time.Time) time.Duration {
+	if c, ok := r.(clocked[T]); ok {
+		return c.whenAt(item, now)
+	}
+	return r.When(item)
+}
+
 // Defaults of the built-in limiters; DefaultRateLimiter combines them like client-go's
 // DefaultTypedControllerRateLimiter.
 const (
@@ -45,54 +60,141 @@ func DefaultRateLimiter[T comparable]() *MaxOfLimiter[T] {
 	)
 }
 
-// failures counts failures per item for the per-item limiters. Its memory is bounded by
-// the items currently remembered: when a map that held at least shrinkMin items falls
-// below a quarter of its peak, it is rebuilt (Go maps never shrink by themselves).
+// failures counts failures per item for the per-item limiters, in the same kind of table
+// the queue indexes its items with (see index): one probe per call, and no tombstones
+// when items are forgotten all the time. Its memory is bounded by the items currently
+// remembered: when a table that held at least shrinkMin items falls below a quarter of its
+// peak, it is rebuilt.
+//
+// Invariants: recs[s] is in use iff idx holds s; free links the unused slots through next;
+// peak >= idx.n.
 type failures[T comparable] struct {
 	mu   sync.Mutex
-	m    map[T]int // nil until the first failure
-	peak int       // the most entries m has held since it was made
+	seed maphash.Seed // made with the first table
+	idx  index
+	recs []failRec[T]
+	free int32
+	peak int // the most items remembered since the table was made
+}
+
+// failRec is one item's failure count; next links free records.
+type failRec[T comparable] struct {
+	item T
+	n    int32
+	next int32
+}
+
+// find returns the record slot of item, or none and the bucket where it would go. Requires
+// mu held.
+func (f *failures[T]) find(item T, tag uint32) (int32, int) {
+	x := &f.idx
+	if len(x.b) == 0 {
+		return none, -1
+	}
+	mask := len(x.b) - 1
+	for i := x.home(tag); ; i = (i + 1) & mask {
+		v := x.b[i]
+		if v == 0 {
+			return none, i
+		}
+		if uint32(v>>32) == tag {
+			if s := int32(uint32(v)) - 1; f.recs[s].item == item {
+				return s, i
+			}
+		}
+	}
 }
 
 // inc records a failure and returns the count before it.
 func (f *failures[T]) inc(item T) int {
 	f.mu.Lock()
-	if f.m == nil {
-		f.m = make(map[T]int)
+	if f.recs == nil {
+		f.seed = maphash.MakeSeed()
+		f.free = none
 	}
-	n := f.m[item]
-	f.m[item] = n + 1
-	if l := len(f.m); l > f.peak {
-		f.peak = l
+	tag := tagOf(f.seed, item)
+	s, pos := f.find(item, tag)
+	if s == none {
+		if f.free != none {
+			s = f.free
+			f.free = f.recs[s].next
+		} else {
+			if len(f.recs) >= maxSlots {
+				f.mu.Unlock()
+				panic("workqueue: more than 2^31-1 items with failures")
+			}
+			s = int32(len(f.recs))
+			f.recs = append(f.recs, failRec[T]{})
+		}
+		f.recs[s] = failRec[T]{item: item, next: none}
+		f.idx.put(tag, pos, s)
+		f.peak = max(f.peak, f.idx.n)
+	}
+	r := &f.recs[s]
+	n := r.n
+	if n < math.MaxInt32 {
+		r.n++
 	}
 	f.mu.Unlock()
-	return n
+	return int(n)
 }
 
 func (f *failures[T]) get(item T) int {
 	f.mu.Lock()
-	n := f.m[item]
-	f.mu.Unlock()
-	return n
+	defer f.mu.Unlock()
+	if f.recs == nil {
+		return 0
+	}
+	s, _ := f.find(item, tagOf(f.seed, item))
+	if s == none {
+		return 0
+	}
+	return int(f.recs[s].n)
 }
 
 func (f *failures[T]) forget(item T) {
 	f.mu.Lock()
-	delete(f.m, item)
-	if l := len(f.m); f.peak >= shrinkMin && l < f.peak/4 {
-		m := make(map[T]int, l)
-		for k, v := range f.m {
-			m[k] = v
-		}
-		f.m = m
-		f.peak = l
+	defer f.mu.Unlock()
+	if f.recs == nil {
+		return
 	}
-	f.mu.Unlock()
+	tag := tagOf(f.seed, item)
+	s, _ := f.find(item, tag)
+	if s == none {
+		return
+	}
+	f.idx.del(tag, s)
+	f.recs[s] = failRec[T]{next: f.free}
+	f.free = s
+	if l := f.idx.n; f.peak >= shrinkMin && l < f.peak/4 {
+		f.rebuild()
+	}
+}
+
+// rebuild moves the remembered items into new, smaller containers. Requires mu held.
+func (f *failures[T]) rebuild() {
+	old := f.recs
+	f.recs = make([]failRec[T], 0, f.idx.n)
+	f.idx = index{}
+	f.free = none
+	for _, r := range old {
+		if r.n == 0 { // free (a remembered item has failed at least once)
+			continue
+		}
+		s := int32(len(f.recs))
+		f.recs = append(f.recs, r)
+		f.recs[s].next = none
+		tag := tagOf(f.seed, r.item)
+		f.idx.put(tag, f.idx.emptyOrNone(tag), s)
+	}
+	f.peak = f.idx.n
 }
 
 func (f *failures[T]) reset() {
 	f.mu.Lock()
-	f.m = nil
+	f.idx = index{}
+	f.recs = nil
+	f.free = none
 	f.peak = 0
 	f.mu.Unlock()
 }
@@ -101,7 +203,7 @@ func (f *failures[T]) reset() {
 func (f *failures[T]) len() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return len(f.m)
+	return f.idx.n
 }
 
 // ExponentialLimiter delays an item base·2^n after its n-th recorded failure (n from 0),
@@ -132,6 +234,8 @@ func NewExponential[T comparable](base, max time.Duration) *ExponentialLimiter[T
 func (l *ExponentialLimiter[T]) When(item T) time.Duration {
 	return backoff(l.base, l.max, l.f.inc(item))
 }
+
+func (l *ExponentialLimiter[T]) whenAt(item T, _ time.Time) time.Duration { return l.When(item) }
 
 // Forget drops the item's failure count.
 func (l *ExponentialLimiter[T]) Forget(item T) { l.f.forget(item) }
@@ -175,6 +279,8 @@ func (l *FastSlowLimiter[T]) When(item T) time.Duration {
 	return l.slow
 }
 
+func (l *FastSlowLimiter[T]) whenAt(item T, _ time.Time) time.Duration { return l.When(item) }
+
 // Forget drops the item's failure count.
 func (l *FastSlowLimiter[T]) Forget(item T) { l.f.forget(item) }
 
@@ -201,8 +307,9 @@ func NewBucket[T comparable](lim *rate.Limiter) *BucketLimiter[T] {
 }
 
 // When reserves a token and returns the wait until it is available.
-func (l *BucketLimiter[T]) When(T) time.Duration {
-	now := time.Now()
+func (l *BucketLimiter[T]) When(item T) time.Duration { return l.whenAt(item, time.Now()) }
+
+func (l *BucketLimiter[T]) whenAt(_ T, now time.Time) time.Duration {
 	return l.lim.ReserveN(now, 1).DelayFrom(now)
 }
 
@@ -217,11 +324,20 @@ func (l *BucketLimiter[T]) NumRequeues(T) int { return 0 }
 // is safe for concurrent use if its limiters are. Create it with NewMaxOf.
 type MaxOfLimiter[T comparable] struct {
 	limiters []RateLimiter[T]
+	// clocks[i] is limiters[i] as a clocked limiter, nil if it is not one.
+	clocks []clocked[T]
 }
 
 // NewMaxOf returns a limiter combining limiters by taking the maximum.
 func NewMaxOf[T comparable](limiters ...RateLimiter[T]) *MaxOfLimiter[T] {
-	return &MaxOfLimiter[T]{limiters: append([]RateLimiter[T](nil), limiters...)}
+	l := &MaxOfLimiter[T]{
+		limiters: append([]RateLimiter[T](nil), limiters...),
+		clocks:   make([]clocked[T], len(limiters)),
+	}
+	for i, r := range limiters {
+		l.clocks[i], _ = r.(clocked[T])
+	}
+	return l
 }
 
 // When returns the longest delay of all limiters.
@@ -229,6 +345,18 @@ func (l *MaxOfLimiter[T]) When(item T) time.Duration {
 	var d time.Duration
 	for _, r := range l.limiters {
 		d = max(d, r.When(item))
+	}
+	return d
+}
+
+func (l *MaxOfLimiter[T]) whenAt(item T, now time.Time) time.Duration {
+	var d time.Duration
+	for i, r := range l.limiters {
+		if c := l.clocks[i]; c != nil {
+			d = max(d, c.whenAt(item, now))
+		} else {
+			d = max(d, r.When(item))
+		}
 	}
 	return d
 }
@@ -282,8 +410,14 @@ func NewJitter[T comparable](inner RateLimiter[T], factor float64) *JitterLimite
 }
 
 // When returns the inner delay plus jitter (saturating at the largest Duration).
-func (l *JitterLimiter[T]) When(item T) time.Duration {
-	d := l.inner.When(item)
+func (l *JitterLimiter[T]) When(item T) time.Duration { return l.jitter(l.inner.When(item)) }
+
+func (l *JitterLimiter[T]) whenAt(item T, now time.Time) time.Duration {
+	return l.jitter(whenAt(l.inner, item, now))
+}
+
+// jitter adds the random extra delay to d.
+func (l *JitterLimiter[T]) jitter(d time.Duration) time.Duration {
 	if d <= 0 {
 		return d
 	}

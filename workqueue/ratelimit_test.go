@@ -261,7 +261,7 @@ func TestQueueFailureBookkeepingIsBounded(t *testing.T) {
 			t.Fatalf("limiter remembers %d items", n)
 		}
 		q.mu.Lock()
-		n := len(q.c.index)
+		n := q.c.idx.n
 		q.mu.Unlock()
 		if n != 0 || scheduled(q) != 0 {
 			t.Fatalf("queue holds %d entries and %d scheduled", n, scheduled(q))
