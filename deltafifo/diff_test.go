@@ -125,8 +125,20 @@ func drain(t *testing.T, f *FIFO[*obj], s *store) []string {
 // (up to the order of relist tombstones and of resync deltas) and agree on HasSynced.
 func runFIFOOps(t *testing.T, data []byte) {
 	t.Helper()
+	runFIFOOpsOn(t, data, false)
+	runFIFOOpsOn(t, data, true)
+}
+
+// runFIFOOpsOn is runFIFOOps with KnownObjects that is, if absent is set, an
+// AbsentFinder: the relist deletions it finds must be the same.
+func runFIFOOpsOn(t *testing.T, data []byte, absent bool) {
+	t.Helper()
 	s := newStore()
-	f := newFIFO(s)
+	var known KnownObjects[*obj] = s
+	if absent {
+		known = absentStore{s}
+	}
+	f := newFIFO(known)
 	c := newOracle()
 	next := func() byte {
 		if len(data) == 0 {

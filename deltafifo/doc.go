@@ -26,7 +26,7 @@
 //
 // FIFO[T] satisfies the reflector's Store[T] interface (Add, Update, Delete,
 // Replace(objs, resourceVersion)) without importing it, and *indexer.Indexer[T]
-// satisfies KnownObjects[T].
+// satisfies KnownObjects[T] and AbsentFinder[T].
 //
 // Compared with client-go's RealFIFO: the delivered deltas are the same for the same
 // input when the consumer applies each batch to KnownObjects (a test checks this),

@@ -21,6 +21,14 @@ type KnownObjects[T any] interface {
 	Get(key string) (T, bool)
 }
 
+// AbsentFinder is an optional interface of KnownObjects: Absent returns the keys and
+// objects of the known objects whose keys are not among keys. When KnownObjects has
+// it, a relist finds its deletions with one call instead of listing every known key
+// and building a set of the listed ones. *indexer.Indexer[T] has it.
+type AbsentFinder[T any] interface {
+	Absent(keys []string) (absentKeys []string, objs []T)
+}
+
 // Config configures a FIFO. The zero value is valid for any T that implements
 // metav1.Object: keys are "namespace/name" (or "name"), there are no known objects
 // (relists carry no deletions, Resync does nothing) and batches are unbounded.
@@ -53,8 +61,9 @@ type Config[T any] struct {
 // Cost: Add, Update and Delete are O(1) amortized (plus the key function); a queued
 // delta costs 32 bytes (for a pointer T) besides the object; batch buffers are reused. A relist
 // holds the list it was given and one key per object until it is popped; popping it
-// costs O(listed + known keys) time and one more key set (4 bytes a slot) besides
-// the batch itself. Nothing is copied deeply.
+// costs O(listed + known keys) time and, unless KnownObjects is an AbsentFinder (which
+// finds the deletions itself), one more key set (4 bytes a slot) and the list of known
+// keys besides the batch itself. Nothing is copied deeply.
 //
 // A FIFO must be created with New; its zero value is not usable.
 type FIFO[T any] struct {
@@ -378,7 +387,13 @@ func (f *FIFO[T]) materialize(u unit[T], skip map[string]struct{}) Batch[T] {
 			return b
 		}
 		var gone []Delta[T]
-		if f.known != nil {
+		if af, ok := f.known.(AbsentFinder[T]); ok {
+			keys, objs := af.Absent(u.keys)
+			gone = make([]Delta[T], len(keys))
+			for i, k := range keys {
+				gone[i] = Delta[T]{Type: Deleted, FinalStateUnknown: true, Key: k, Object: objs[i]}
+			}
+		} else if f.known != nil {
 			listed := newKeySet(u.keys)
 			for _, k := range f.known.ListKeys() {
 				if listed.has(k) {

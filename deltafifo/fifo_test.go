@@ -61,6 +61,27 @@ func (s *store) Get(key string) (*obj, bool) {
 	return x, ok
 }
 
+// absentStore is a store that is also an AbsentFinder.
+type absentStore struct{ *store }
+
+func (s absentStore) Absent(keys []string) ([]string, []*obj) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	listed := map[string]bool{}
+	for _, k := range keys {
+		listed[k] = true
+	}
+	var absent []string
+	var objs []*obj
+	for k, x := range s.objs {
+		if !listed[k] {
+			absent = append(absent, k)
+			objs = append(objs, x)
+		}
+	}
+	return absent, objs
+}
+
 // apply applies a batch the way an informer would.
 func (s *store) apply(b Batch[*obj]) {
 	s.mu.Lock()

@@ -1,23 +1,40 @@
 package indexer
 
-import "math/bits"
+import (
+	"hash/maphash"
+	"math/bits"
+)
 
 // core is the store under an Indexer, without locking: a slab of slots addressed by
-// small integer ids, a key → slot map, and the secondary indexes, which refer to
-// objects by slot id. It is not safe for concurrent use.
+// small integer ids, a hash table from keys to slots, and the secondary indexes, which
+// refer to objects by slot id. It is not safe for concurrent use.
+//
+// Keys are stored in keys, parallel to objs, unless the keying derives them from the
+// objects (MetaKey): then no key string is kept at all, the table hashes and compares
+// namespace and name read from the object, and "namespace/name" is built only when a
+// caller asks for keys (ListKeys, IndexKeys, errors).
 //
 // Invariants, checked by validate in tests:
-//   - keys[k] == s iff slots[s].key == k and k != ""; a slot with an empty key is free
-//     and its id is in free exactly once.
+//   - slot s is live iff keys[s] != "" (stored keys) or objs[s] is not nil (derived
+//     keys); a slot that is not live holds the zero T and its id is in free exactly
+//     once. count is the number of live slots.
+//   - table is empty (len 0) or a power-of-two array of cells (see cell) with at most
+//     7/8 of them used; every live slot is in it exactly once, with the top 32 bits
+//     of its key's hash, reachable by linear probing from the cell its key hashes to
+//     with no empty cell in between, and nothing else is.
 //   - idx[j] indexes every live slot under the values its index function returned for
-//     slots[s].obj when it was stored, and no free slot.
-//   - copies is nil, or parallel to slots and holds a deep copy of each live object
+//     objs[s] when it was stored, and no free slot.
+//   - copies is nil, or parallel to objs and holds a deep copy of each live object
 //     taken when it was stored (the mutation detector).
 type core[T any] struct {
-	keys   map[string]int32
-	slots  []slot[T]
-	free   []int32
-	idx    []*index
+	kf    *keying[T]
+	table []uint64
+	count int
+	objs  []T
+	keys  []string // nil iff kf.nsName != nil
+	free  []int32
+	idx   []*index
+
 	copies []T
 	// mutated collects keys whose objects were found changed when they left the
 	// store, until CheckMutations reports them.
@@ -25,18 +42,74 @@ type core[T any] struct {
 	equal   func(a, b T) bool
 }
 
-type slot[T any] struct {
-	key string
-	obj T
+// keying says how a core hashes and compares keys. It is shared by the cores of an
+// Indexer and never changes.
+type keying[T any] struct {
+	seed maphash.Seed
+	// nsName, if set, returns the namespace and name of a stored object, whose key is
+	// then MetaKey: "namespace/name", or "name" when the namespace is empty. Set only
+	// for pointer types, whose nil is the free-slot marker.
+	nsName func(T) (ns, name string)
+	isNil  func(T) bool
+	// collide, for tests, keeps 3 bits of every hash, at both ends of the table, so
+	// that keys collide, probe sequences are long and wrap around.
+	collide bool
+}
+
+func (kf *keying[T]) hashString(key string) uint64 { return kf.weaken(maphash.String(kf.seed, key)) }
+
+// hashNsName is hashString of the MetaKey of ns and name, without building it.
+func (kf *keying[T]) hashNsName(ns, name string) uint64 {
+	if ns == "" {
+		return kf.weaken(maphash.String(kf.seed, name))
+	}
+	var h maphash.Hash
+	h.SetSeed(kf.seed)
+	h.WriteString(ns)
+	h.WriteByte('/')
+	h.WriteString(name)
+	return kf.weaken(h.Sum64())
+}
+
+func (kf *keying[T]) weaken(h uint64) uint64 {
+	if !kf.collide {
+		return h
+	}
+	v := uint32(h>>32) & 7
+	if v&4 != 0 {
+		v |= 0xfffffff8
+	}
+	return uint64(v) << 32
+}
+
+// metaKeyIs reports whether key is the MetaKey of ns and name.
+func metaKeyIs(key, ns, name string) bool {
+	if ns == "" {
+		return key == name
+	}
+	return len(key) == len(ns)+1+len(name) && key[len(ns)] == '/' && key[:len(ns)] == ns && key[len(ns)+1:] == name
+}
+
+func joinMetaKey(ns, name string) string {
+	if ns == "" {
+		return name
+	}
+	return ns + "/" + name
 }
 
 // newCore returns an empty core with k indexes and room for n objects.
-func newCore[T any](k, n int, detect bool, equal func(a, b T) bool) *core[T] {
+func newCore[T any](kf *keying[T], k, n int, detect bool, equal func(a, b T) bool) *core[T] {
 	c := &core[T]{
-		keys:  make(map[string]int32, n),
-		slots: make([]slot[T], 0, n),
+		kf:    kf,
+		objs:  make([]T, 0, n),
 		idx:   make([]*index, k),
 		equal: equal,
+	}
+	if kf.nsName == nil {
+		c.keys = make([]string, 0, n)
+	}
+	if n > 0 {
+		c.table = make([]uint64, tableSize(n))
 	}
 	for j := range c.idx {
 		c.idx[j] = newIndex(n)
@@ -47,49 +120,260 @@ func newCore[T any](k, n int, detect bool, equal func(a, b T) bool) *core[T] {
 	return c
 }
 
-func (c *core[T]) len() int { return len(c.keys) }
-
-// put stores obj under key, indexed under vals[j] in idx[j] (each deduplicated), with
-// cp as its mutation-detector copy, and returns its slot.
-func (c *core[T]) put(key string, obj T, vals [][]string, cp T) int32 {
-	s, ok := c.keys[key]
-	if ok {
-		c.checkLeaving(s)
-		c.slots[s].obj = obj
-	} else {
-		s = c.alloc(key, obj)
+// tableSize is the table length that holds n keys at a load of at most 7/8.
+func tableSize(n int) int {
+	size := 8
+	for size/8*7 < n {
+		size *= 2
 	}
+	return size
+}
+
+func (c *core[T]) len() int { return c.count }
+
+// live reports whether slot s holds an object.
+func (c *core[T]) live(s int) bool {
+	if c.keys != nil {
+		return c.keys[s] != ""
+	}
+	return !c.kf.isNil(c.objs[s])
+}
+
+// keyObj returns the object the key of live slot s is derived from: its
+// mutation-detector copy if there is one, which a caller cannot change, or the object.
+func (c *core[T]) keyObj(s int32) T {
 	if c.copies != nil {
-		c.copies[s] = cp
+		return c.copies[s]
+	}
+	return c.objs[s]
+}
+
+// keyAt returns the key of live slot s; with derived keys it builds it.
+func (c *core[T]) keyAt(s int32) string {
+	if c.keys != nil {
+		return c.keys[s]
+	}
+	ns, name := c.kf.nsName(c.keyObj(s))
+	return joinMetaKey(ns, name)
+}
+
+// hashAt returns the hash of the key of live slot s.
+func (c *core[T]) hashAt(s int32) uint64 {
+	if c.keys != nil {
+		return c.kf.hashString(c.keys[s])
+	}
+	return c.kf.hashNsName(c.kf.nsName(c.keyObj(s)))
+}
+
+// A table cell is 0 when empty, otherwise the slot id plus one in its low 32 bits and
+// the top 32 bits of its key's hash in its high 32 bits. The cell a key hashes to is
+// those 32 bits masked by the table size, so the table can grow and shift cells
+// without hashing any key again, and a probe compares keys only when the 32 bits
+// match.
+
+func cell(s int32, h32 uint32) uint64 { return uint64(h32)<<32 | uint64(uint32(s)+1) }
+
+func cellSlot(x uint64) int32 { return int32(uint32(x)) - 1 }
+
+func cellHash(x uint64) uint32 { return uint32(x >> 32) }
+
+// find returns the slot holding key, or -1.
+func (c *core[T]) find(key string) int32 {
+	if len(c.table) == 0 {
+		return -1
+	}
+	h32 := uint32(c.kf.hashString(key) >> 32)
+	mask := uint64(len(c.table) - 1)
+	for i := uint64(h32) & mask; ; i = (i + 1) & mask {
+		x := c.table[i]
+		if x == 0 {
+			return -1
+		}
+		if cellHash(x) != h32 {
+			continue
+		}
+		s := cellSlot(x)
+		if c.keys != nil {
+			if c.keys[s] == key {
+				return s
+			}
+		} else if ns, name := c.kf.nsName(c.keyObj(s)); metaKeyIs(key, ns, name) {
+			return s
+		}
+	}
+}
+
+// findNsName returns the slot holding the MetaKey of ns and name, or -1.
+func (c *core[T]) findNsName(ns, name string) int32 {
+	if len(c.table) == 0 {
+		return -1
+	}
+	h32 := uint32(c.kf.hashNsName(ns, name) >> 32)
+	mask := uint64(len(c.table) - 1)
+	for i := uint64(h32) & mask; ; i = (i + 1) & mask {
+		x := c.table[i]
+		if x == 0 {
+			return -1
+		}
+		if cellHash(x) != h32 {
+			continue
+		}
+		s := cellSlot(x)
+		if c.keys != nil {
+			if metaKeyIs(c.keys[s], ns, name) {
+				return s
+			}
+		} else if sns, sname := c.kf.nsName(c.keyObj(s)); sns == ns && sname == name {
+			return s
+		}
+	}
+}
+
+// findFor returns the slot holding the key of obj (key itself with stored keys, the
+// key derived from obj otherwise), or -1.
+func (c *core[T]) findFor(key string, obj T) int32 {
+	if c.keys != nil {
+		return c.find(key)
+	}
+	return c.findNsName(c.kf.nsName(obj))
+}
+
+// insert adds live slot s, which is in no cell, to the table.
+func (c *core[T]) insert(s int32) {
+	if (c.count+1)*8 > len(c.table)*7 {
+		c.resize(tableSize(c.count + 1))
+	}
+	h32 := uint32(c.hashAt(s) >> 32)
+	mask := uint64(len(c.table) - 1)
+	i := uint64(h32) & mask
+	for c.table[i] != 0 {
+		i = (i + 1) & mask
+	}
+	c.table[i] = cell(s, h32)
+}
+
+// resize moves the cells to a table of the given size, without hashing keys again.
+func (c *core[T]) resize(size int) {
+	old := c.table
+	c.table = make([]uint64, size)
+	mask := uint64(size - 1)
+	for _, x := range old {
+		if x == 0 {
+			continue
+		}
+		i := uint64(cellHash(x)) & mask
+		for c.table[i] != 0 {
+			i = (i + 1) & mask
+		}
+		c.table[i] = x
+	}
+}
+
+// unlink removes live slot s from the table, shifting back the cells after it so
+// that no probe sequence breaks. It must run while slot s still holds its object.
+func (c *core[T]) unlink(s int32) {
+	mask := uint64(len(c.table) - 1)
+	i := uint64(uint32(c.hashAt(s)>>32)) & mask
+	for n := 0; cellSlot(c.table[i]) != s; n++ {
+		if c.table[i] == 0 || n > len(c.table) {
+			// Not where its key hashes: the object's name or namespace was changed in
+			// place. Find it by id so that the table stays consistent.
+			i = c.cellOf(s)
+			if i >= uint64(len(c.table)) {
+				return
+			}
+			break
+		}
+		i = (i + 1) & mask
+	}
+	for {
+		c.table[i] = 0
+		j := i
+		for {
+			j = (j + 1) & mask
+			x := c.table[j]
+			if x == 0 {
+				return
+			}
+			home := uint64(cellHash(x)) & mask
+			// x may move back to i unless its home lies cyclically in (i, j].
+			if i <= j {
+				if i < home && home <= j {
+					continue
+				}
+			} else if i < home || home <= j {
+				continue
+			}
+			c.table[i] = x
+			i = j
+			break
+		}
+	}
+}
+
+// cellOf returns the cell holding s, or len(table) if none does.
+func (c *core[T]) cellOf(s int32) uint64 {
+	for i, x := range c.table {
+		if x != 0 && cellSlot(x) == s {
+			return uint64(i)
+		}
+	}
+	return uint64(len(c.table))
+}
+
+// put stores obj under key (ignored with derived keys), indexed under vals[j] in
+// idx[j] (each deduplicated), with cp as its mutation-detector copy, and returns its
+// slot and the object it replaced, if any.
+func (c *core[T]) put(key string, obj T, vals [][]string, cp T) (s int32, old T, had bool) {
+	s = c.findFor(key, obj)
+	if s >= 0 {
+		old, had = c.objs[s], true
+		c.checkLeaving(s)
+		// Same key, so same hash: the table does not change.
+		c.objs[s] = obj
+		if c.copies != nil {
+			c.copies[s] = cp
+		}
+	} else {
+		s = c.alloc(key, obj, cp)
 	}
 	for j, ix := range c.idx {
 		ix.set(s, vals[j])
 	}
-	return s
+	return s, old, had
 }
 
-func (c *core[T]) alloc(key string, obj T) int32 {
+func (c *core[T]) alloc(key string, obj, cp T) int32 {
 	var s int32
 	if n := len(c.free); n > 0 {
 		s = c.free[n-1]
 		c.free = c.free[:n-1]
-		c.slots[s] = slot[T]{key: key, obj: obj}
-	} else {
-		s = int32(len(c.slots))
-		c.slots = append(c.slots, slot[T]{key: key, obj: obj})
+		c.objs[s] = obj
+		if c.keys != nil {
+			c.keys[s] = key
+		}
 		if c.copies != nil {
-			var zero T
-			c.copies = append(c.copies, zero)
+			c.copies[s] = cp
+		}
+	} else {
+		s = int32(len(c.objs))
+		c.objs = append(c.objs, obj)
+		if c.keys != nil {
+			c.keys = append(c.keys, key)
+		}
+		if c.copies != nil {
+			c.copies = append(c.copies, cp)
 		}
 	}
-	c.keys[key] = s
+	c.insert(s)
+	c.count++
 	return s
 }
 
 // remove deletes the object stored under key and reports its slot.
 func (c *core[T]) remove(key string) (int32, bool) {
-	s, ok := c.keys[key]
-	if !ok {
+	s := c.find(key)
+	if s < 0 {
 		return 0, false
 	}
 	c.removeSlot(s)
@@ -101,38 +385,47 @@ func (c *core[T]) removeSlot(s int32) {
 	for _, ix := range c.idx {
 		ix.clear(s)
 	}
-	delete(c.keys, c.slots[s].key)
-	c.slots[s] = slot[T]{}
+	c.unlink(s)
+	var zero T
+	c.objs[s] = zero
+	if c.keys != nil {
+		c.keys[s] = ""
+	}
 	if c.copies != nil {
-		var zero T
 		c.copies[s] = zero
 	}
 	c.free = append(c.free, s)
+	c.count--
 }
 
 // checkLeaving records the key of slot s if its object no longer equals the copy taken
 // when it was stored. It is a no-op unless the mutation detector is on.
 func (c *core[T]) checkLeaving(s int32) {
-	if c.copies != nil && !c.equal(c.slots[s].obj, c.copies[s]) {
-		c.mutated = append(c.mutated, c.slots[s].key)
+	if c.copies != nil && !c.equal(c.objs[s], c.copies[s]) {
+		c.mutated = append(c.mutated, c.keyAt(s))
 	}
 }
 
-// replace makes the core hold exactly objs (stored under keys, with index values from
-// t and mutation-detector copies from copies, which may be nil) by updating it in
-// place: no second copy of the store is built. Later duplicates of a key win.
+// replace makes the core hold exactly objs (stored under keys, which is nil with
+// derived keys, with index values from t and mutation-detector copies from copies,
+// which may be nil) by updating it in place: no second copy of the store is built.
+// Later duplicates of a key win.
 func (c *core[T]) replace(objs []T, keys []string, t *valueTable, copies []T) {
-	old := len(c.slots)
+	old := len(c.objs)
 	seen := make([]uint64, (old+63)/64)
 	var buf [4][]string
 	row := buf[:0]
 	var cp T
+	var key string
 	for i, obj := range objs {
 		row = t.row(row[:0], i)
 		if copies != nil {
 			cp = copies[i]
 		}
-		if s := c.put(keys[i], obj, row, cp); int(s) < old {
+		if keys != nil {
+			key = keys[i]
+		}
+		if s, _, _ := c.put(key, obj, row, cp); int(s) < old {
 			seen[s/64] |= 1 << (s % 64)
 		}
 	}
@@ -143,7 +436,7 @@ func (c *core[T]) replace(objs []T, keys []string, t *valueTable, copies []T) {
 			if int(s) >= old {
 				break
 			}
-			if c.slots[s].key != "" {
+			if c.live(int(s)) {
 				c.removeSlot(s)
 			}
 		}
@@ -152,35 +445,46 @@ func (c *core[T]) replace(objs []T, keys []string, t *valueTable, copies []T) {
 
 // sparse reports whether enough slots are free that compacting is worth its O(n) cost.
 func (c *core[T]) sparse() bool {
-	return len(c.slots) >= 1024 && len(c.free) > len(c.slots)/2
+	return len(c.objs) >= 1024 && len(c.free) > len(c.objs)/2
 }
 
 // compact renumbers the live slots densely and gives back the memory of free ones.
 func (c *core[T]) compact() {
-	remap := make([]int32, len(c.slots))
-	slots := make([]slot[T], 0, len(c.keys))
+	remap := make([]int32, len(c.objs))
+	objs := make([]T, 0, c.count)
+	var keys []string
+	if c.keys != nil {
+		keys = make([]string, 0, c.count)
+	}
 	var copies []T
 	if c.copies != nil {
-		copies = make([]T, 0, len(c.keys))
+		copies = make([]T, 0, c.count)
 	}
-	keys := make(map[string]int32, len(c.keys))
-	for s := range c.slots {
-		if c.slots[s].key == "" {
+	for s := range c.objs {
+		if !c.live(s) {
 			remap[s] = -1
 			continue
 		}
-		ns := int32(len(slots))
-		remap[s] = ns
-		slots = append(slots, c.slots[s])
-		keys[c.slots[s].key] = ns
+		remap[s] = int32(len(objs))
+		objs = append(objs, c.objs[s])
+		if keys != nil {
+			keys = append(keys, c.keys[s])
+		}
 		if copies != nil {
 			copies = append(copies, c.copies[s])
 		}
 	}
 	for _, ix := range c.idx {
-		ix.renumber(remap, len(slots))
+		ix.renumber(remap, len(objs))
 	}
-	c.slots, c.copies, c.keys, c.free = slots, copies, keys, nil
+	c.objs, c.keys, c.copies, c.free = objs, keys, copies, nil
+	// Renumber the cells, then shrink the table to the live count.
+	for i, x := range c.table {
+		if x != 0 {
+			c.table[i] = cell(remap[cellSlot(x)], cellHash(x))
+		}
+	}
+	c.resize(tableSize(c.count))
 }
 
 // valueTable holds the index values computed for a run of objects, k cells per object

@@ -21,7 +21,12 @@
 //     be treated as read-only; Config.DetectMutations reports violations in tests.
 //   - Index bookkeeping is tight: a value with no objects left is forgotten, member
 //     lists shrink as values empty, and freed slots are reused or compacted away, so
-//     churning through millions of keys or index values does not grow memory.
+//     churning through millions of keys or index values does not grow memory. With
+//     the default key (MetaKey, for pointer types) no key string is stored: keys are
+//     hashed and compared from the objects' namespace and name, and built only when
+//     returned (ListKeys, IndexKeys, Absent). Reads by key, by object and through the
+//     Lister allocate nothing.
+//   - Swap(obj) stores obj and returns the object it replaced in one atomic write.
 //   - Replace(objs) makes objs the whole contents; it updates the store in place
 //     (no second copy of the store) and is atomic to readers.
 //   - AddIndexes works while the store holds data and while other goroutines read and

@@ -108,3 +108,29 @@ func ExampleIndexer_CheckMutations() {
 	fmt.Println(pods.CheckMutations())
 	// Output: indexer: 1 cached object(s) were mutated: default/web
 }
+
+// Swap stores an object and returns the one it replaced, in one atomic write: an
+// informer tells its handlers about an update without reading the cache first.
+func ExampleIndexer_Swap() {
+	pods := indexer.New(indexer.Config[*corev1.Pod]{})
+	_, had, _ := pods.Swap(pod("default", "web", "node-1"))
+	fmt.Println(had)
+
+	old, had, _ := pods.Swap(pod("default", "web", "node-2"))
+	fmt.Println(had, old.Spec.NodeName)
+	// Output:
+	// false
+	// true node-1
+}
+
+// Absent tells which stored objects a complete list no longer holds: what a relist
+// deletes.
+func ExampleIndexer_Absent() {
+	pods := indexer.New(indexer.Config[*corev1.Pod]{})
+	_ = pods.Add(pod("default", "web", "node-1"))
+	_ = pods.Add(pod("default", "db", "node-2"))
+
+	gone, objs := pods.Absent([]string{"default/web", "default/new"})
+	fmt.Println(gone, objs[0].Spec.NodeName)
+	// Output: [default/db] node-2
+}

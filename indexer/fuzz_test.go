@@ -241,6 +241,24 @@ func compareModel(t *testing.T, x *Indexer[*item], m *model, where string) {
 	if got := sorted(keysOf(x.List())); !slices.Equal(got, wantKeys) {
 		t.Fatalf("%s: List keys = %v, want %v", where, got, wantKeys)
 	}
+	// Absent of every other key, plus an unknown one, is the rest.
+	var listed, wantAbsent []string
+	for i, k := range wantKeys {
+		if i%2 == 0 {
+			listed = append(listed, k)
+		} else {
+			wantAbsent = append(wantAbsent, k)
+		}
+	}
+	absent, absentObjs := x.Absent(append(listed, "unknown"))
+	if got := sorted(absent); !slices.Equal(got, wantAbsent) || len(absentObjs) != len(absent) {
+		t.Fatalf("%s: Absent = %v (%d objects), want %v", where, got, len(absentObjs), wantAbsent)
+	}
+	for i, k := range absent {
+		if m.objs[k] != absentObjs[i] {
+			t.Fatalf("%s: Absent paired %q with another object", where, k)
+		}
+	}
 	for i := range 18 {
 		k := fmt.Sprintf("k%d", i)
 		got, ok := x.Get(k)

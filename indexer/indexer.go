@@ -2,6 +2,7 @@ package indexer
 
 import (
 	"fmt"
+	"hash/maphash"
 	"reflect"
 	"slices"
 	"sort"
@@ -63,14 +64,17 @@ type Config[T any] struct {
 // index functions never run under the lock, and a function that fails leaves the
 // store exactly as it was. Reads take a shared lock and cost O(result).
 //
-// Memory: per object, one map entry (key → slot), one slot (key and object), and per
-// index 12 bytes plus the value's share of its member list. Deleted slots are reused;
-// when more than half of them are free the store compacts itself.
+// Memory: per object, one slot (the object, plus its key unless keys are MetaKey of a
+// pointer type: those are read from the object and never stored), 9 to 18 bytes of
+// hash table, and per index 12 bytes plus the value's share of its member list.
+// Deleted slots are reused; when more than half of them are free the store compacts
+// itself.
 //
 // An Indexer must be created with New; its zero value is not usable.
 type Indexer[T any] struct {
 	keyFunc  KeyFunc[T]
 	isNil    func(T) bool
+	kf       *keying[T]
 	deepCopy func(T) T // non-nil iff the mutation detector is on
 
 	// set is the current index set. It is replaced (never modified) under mu, so a
@@ -119,6 +123,14 @@ func New[T any](cfg Config[T]) *Indexer[T] {
 		}
 		x.keyFunc = func(obj T) (string, error) { return metaKey(any(obj).(metav1.Object)) }
 	}
+	x.kf = &keying[T]{seed: maphash.MakeSeed(), isNil: x.isNil}
+	if cfg.KeyFunc == nil && reflect.TypeFor[T]().Kind() == reflect.Pointer {
+		// MetaKey of a pointer type: keys are read from the objects, never stored.
+		x.kf.nsName = func(obj T) (string, string) {
+			m := any(obj).(metav1.Object)
+			return m.GetNamespace(), m.GetName()
+		}
+	}
 	names := make([]string, 0, len(cfg.Indexers))
 	for name, fn := range cfg.Indexers {
 		if fn == nil {
@@ -141,21 +153,31 @@ func New[T any](cfg Config[T]) *Indexer[T] {
 		}
 		equal = func(a, b T) bool { return reflect.DeepEqual(a, b) }
 	}
-	x.c = newCore[T](len(names), 0, cfg.DetectMutations, equal)
+	x.c = newCore(x.kf, len(names), 0, cfg.DetectMutations, equal)
 	x.cond.L = &x.mu
 	return x
 }
 
 // Add stores obj, replacing any object with the same key. It is the same as Update.
-func (x *Indexer[T]) Add(obj T) error { return x.store(obj) }
+func (x *Indexer[T]) Add(obj T) error {
+	_, _, err := x.Swap(obj)
+	return err
+}
 
 // Update stores obj, replacing any object with the same key (or adding it).
-func (x *Indexer[T]) Update(obj T) error { return x.store(obj) }
+func (x *Indexer[T]) Update(obj T) error {
+	_, _, err := x.Swap(obj)
+	return err
+}
 
-func (x *Indexer[T]) store(obj T) error {
-	key, err := x.keyOf(obj)
+// Swap stores obj, like Update, and returns the object it replaced: had is false if
+// the store held no object with obj's key. It is one atomic write with one lookup,
+// where Get then Update would be two steps another writer could come between. On
+// error (as for Update) the store is unchanged and old is the zero T.
+func (x *Indexer[T]) Swap(obj T) (old T, had bool, err error) {
+	key, err := x.storeKey(obj)
 	if err != nil {
-		return err
+		return old, false, err
 	}
 	var cp T
 	if x.deepCopy != nil {
@@ -164,13 +186,16 @@ func (x *Indexer[T]) store(obj T) error {
 	var buf [4][]string
 	for {
 		set := x.set.Load()
-		vals, err := set.compute(buf[:0], obj, key)
-		if err != nil {
-			return err
+		vals, ierr := set.compute(buf[:0], obj)
+		if ierr != nil {
+			return old, false, x.withKey(ierr, obj)
 		}
 		var pend tracked
 		if set.pending != nil {
-			pend = set.computePending(obj, key)
+			pend = set.computePending(obj)
+			if ie, ok := pend.err.(*IndexError); ok {
+				pend.err = x.withKey(ie, obj)
+			}
 		}
 		x.mu.Lock()
 		if x.set.Load() != set {
@@ -178,12 +203,12 @@ func (x *Indexer[T]) store(obj T) error {
 			x.mu.Unlock()
 			continue
 		}
-		s := x.c.put(key, obj, vals, cp)
+		s, old, had := x.c.put(key, obj, vals, cp)
 		if x.tracking != nil {
 			x.tracking[s] = pend
 		}
 		x.mu.Unlock()
-		return nil
+		return old, had, nil
 	}
 }
 
@@ -235,7 +260,8 @@ func (x *Indexer[T]) Replace(objs []T) error {
 			}
 		}
 	}
-	var keys []string
+	var keys []string // stored keys of objs, once checked; nil with derived keys
+	checked := false
 	for {
 		x.mu.Lock()
 		for x.set.Load().pending != nil {
@@ -265,22 +291,27 @@ func (x *Indexer[T]) Replace(objs []T) error {
 		}
 
 		// Update in place: compute everything first, then apply under the lock.
-		if keys == nil {
-			keys = make([]string, len(objs))
+		if !checked {
+			if x.kf.nsName == nil {
+				keys = make([]string, len(objs))
+			}
 			for i, obj := range objs {
-				k, err := x.keyOf(obj)
+				k, err := x.storeKey(obj)
 				if err != nil {
 					return fmt.Errorf("%w (replace item %d)", err, i)
 				}
-				keys[i] = k
+				if keys != nil {
+					keys[i] = k
+				}
 			}
+			checked = true
 		}
 		t := newValueTable(len(set.fns), len(objs))
 		var buf [4][]string
 		for i, obj := range objs {
-			row, err := set.compute(buf[:0], obj, keys[i])
-			if err != nil {
-				return fmt.Errorf("%w (replace item %d)", err, i)
+			row, ierr := set.compute(buf[:0], obj)
+			if ierr != nil {
+				return fmt.Errorf("%w (replace item %d)", x.withKey(ierr, obj), i)
 			}
 			for _, v := range row {
 				t.add(v)
@@ -302,17 +333,17 @@ func (x *Indexer[T]) Replace(objs []T) error {
 
 // build returns a new core holding objs. It runs without the lock.
 func (x *Indexer[T]) build(set *indexSet[T], objs []T, copies []T) (*core[T], error) {
-	nc := newCore[T](len(set.fns), len(objs), x.deepCopy != nil, x.c.equal)
+	nc := newCore(x.kf, len(set.fns), len(objs), x.deepCopy != nil, x.c.equal)
 	var buf [4][]string
 	var cp T
 	for i, obj := range objs {
-		key, err := x.keyOf(obj)
+		key, err := x.storeKey(obj)
 		if err != nil {
 			return nil, fmt.Errorf("%w (replace item %d)", err, i)
 		}
-		row, err := set.compute(buf[:0], obj, key)
-		if err != nil {
-			return nil, fmt.Errorf("%w (replace item %d)", err, i)
+		row, ierr := set.compute(buf[:0], obj)
+		if ierr != nil {
+			return nil, fmt.Errorf("%w (replace item %d)", x.withKey(ierr, obj), i)
 		}
 		if copies != nil {
 			cp = copies[i]
@@ -326,9 +357,9 @@ func (x *Indexer[T]) build(set *indexSet[T], objs []T, copies []T) (*core[T], er
 // checkDiscarded records mutations of the objects in a core that Replace dropped.
 func (x *Indexer[T]) checkDiscarded(old *core[T]) {
 	var mutated []string
-	for s := range old.slots {
-		if old.slots[s].key != "" && !old.equal(old.slots[s].obj, old.copies[s]) {
-			mutated = append(mutated, old.slots[s].key)
+	for s := range old.objs {
+		if old.live(s) && !old.equal(old.objs[s], old.copies[s]) {
+			mutated = append(mutated, old.keyAt(int32(s)))
 		}
 	}
 	mutated = append(mutated, old.mutated...)
@@ -353,24 +384,49 @@ func (x *Indexer[T]) keyOf(obj T) (string, error) {
 	return key, nil
 }
 
-// compute appends the deduplicated values of every index function for obj.
-func (s *indexSet[T]) compute(dst [][]string, obj T, key string) ([][]string, error) {
+// storeKey checks that obj can be stored and returns the key to store with it: its
+// key, or "" when keys are derived from the objects (then it only checks that obj is
+// not nil and has a name, without building the key).
+func (x *Indexer[T]) storeKey(obj T) (string, error) {
+	if x.kf.nsName == nil {
+		return x.keyOf(obj)
+	}
+	if x.isNil(obj) {
+		return "", ErrNilObject
+	}
+	if _, name := x.kf.nsName(obj); name == "" {
+		return "", &KeyError{Err: errNoName}
+	}
+	return "", nil
+}
+
+// withKey sets the key of a valid object in an index error, and returns it.
+func (x *Indexer[T]) withKey(e *IndexError, obj T) error {
+	e.Key, _ = x.keyFunc(obj)
+	return e
+}
+
+// compute appends the deduplicated values of every index function for obj. An error
+// leaves its Key to the caller.
+func (s *indexSet[T]) compute(dst [][]string, obj T) ([][]string, *IndexError) {
 	for j, fn := range s.fns {
 		v, err := fn(obj)
 		if err != nil {
-			return nil, &IndexError{Index: s.names[j], Key: key, Err: err}
+			return nil, &IndexError{Index: s.names[j], Err: err}
 		}
 		dst = append(dst, dedupe(v))
 	}
 	return dst, nil
 }
 
-func (s *indexSet[T]) computePending(obj T, key string) tracked {
+// computePending computes the values of the pending index functions for obj. An
+// error, an *IndexError, leaves its Key to the caller.
+func (s *indexSet[T]) computePending(obj T) tracked {
 	vals := make([][]string, len(s.pending))
 	for j, fn := range s.pending {
 		v, err := fn(obj)
 		if err != nil {
-			return tracked{err: &IndexError{Index: s.pendingNames[j], Key: key, Err: err}}
+			return tracked{err: &IndexError{Index: s.pendingNames[j], Err: err}}
 		}
 		vals[j] = dedupe(v)
 	}
@@ -445,12 +501,10 @@ func (x *Indexer[T]) AddIndexes(indexers Indexers[T]) error {
 	x.tracking = make(map[int32]tracked)
 	snapSlots := make([]int32, 0, x.c.len())
 	snapObjs := make([]T, 0, x.c.len())
-	snapKeys := make([]string, 0, x.c.len())
-	for s := range x.c.slots {
-		if sl := &x.c.slots[s]; sl.key != "" {
+	for s := range x.c.objs {
+		if x.c.live(s) {
 			snapSlots = append(snapSlots, int32(s))
-			snapObjs = append(snapObjs, sl.obj)
-			snapKeys = append(snapKeys, sl.key)
+			snapObjs = append(snapObjs, x.c.objs[s])
 		}
 	}
 	x.mu.Unlock()
@@ -466,12 +520,12 @@ func (x *Indexer[T]) AddIndexes(indexers Indexers[T]) error {
 	pendSet := &indexSet[T]{names: names, fns: fns}
 	t := newValueTable(len(fns), len(snapObjs))
 	var buf [4][]string
-	for i, obj := range snapObjs {
-		row, err := pendSet.compute(buf[:0], obj, snapKeys[i])
-		if err != nil {
+	for _, obj := range snapObjs {
+		row, ierr := pendSet.compute(buf[:0], obj)
+		if ierr != nil {
 			x.mu.Lock()
 			finish(set)
-			return err
+			return x.withKey(ierr, obj)
 		}
 		for _, v := range row {
 			t.add(v)
@@ -488,7 +542,7 @@ func (x *Indexer[T]) AddIndexes(indexers Indexers[T]) error {
 	}
 	built := make([]*index, len(fns))
 	for j := range built {
-		ix := newIndex(len(x.c.slots))
+		ix := newIndex(len(x.c.objs))
 		for i, s := range snapSlots {
 			if _, written := x.tracking[s]; !written {
 				ix.set(s, t.cell(i*len(fns)+j))
@@ -517,29 +571,38 @@ func (x *Indexer[T]) AddIndexes(indexers Indexers[T]) error {
 // Get returns the object stored under key.
 func (x *Indexer[T]) Get(key string) (T, bool) {
 	x.mu.RLock()
-	s, ok := x.c.keys[key]
+	s := x.c.find(key)
 	var obj T
-	if ok {
-		obj = x.c.slots[s].obj
+	if s >= 0 {
+		obj = x.c.objs[s]
 	}
 	x.mu.RUnlock()
-	return obj, ok
+	return obj, s >= 0
 }
 
-// getBytes is Get for a key held in a byte slice; it does not allocate.
-func (x *Indexer[T]) getBytes(key []byte) (T, bool) {
+// getNsName is Get for the MetaKey of namespace and name; it does not allocate.
+func (x *Indexer[T]) getNsName(namespace, name string) (T, bool) {
 	x.mu.RLock()
-	s, ok := x.c.keys[string(key)]
+	s := x.c.findNsName(namespace, name)
 	var obj T
-	if ok {
-		obj = x.c.slots[s].obj
+	if s >= 0 {
+		obj = x.c.objs[s]
 	}
 	x.mu.RUnlock()
-	return obj, ok
+	return obj, s >= 0
 }
 
-// GetByObject returns the stored object with obj's key.
+// GetByObject returns the stored object with obj's key. With MetaKey keys (the
+// default) it does not allocate.
 func (x *Indexer[T]) GetByObject(obj T) (T, bool, error) {
+	if x.kf.nsName != nil {
+		if _, err := x.storeKey(obj); err != nil {
+			var zero T
+			return zero, false, err
+		}
+		got, ok := x.getNsName(x.kf.nsName(obj))
+		return got, ok, nil
+	}
 	key, err := x.keyOf(obj)
 	if err != nil {
 		var zero T
@@ -554,9 +617,9 @@ func (x *Indexer[T]) List() []T {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	out := make([]T, 0, x.c.len())
-	for s := range x.c.slots {
-		if x.c.slots[s].key != "" {
-			out = append(out, x.c.slots[s].obj)
+	for s := range x.c.objs {
+		if x.c.live(s) {
+			out = append(out, x.c.objs[s])
 		}
 	}
 	return out
@@ -567,12 +630,42 @@ func (x *Indexer[T]) ListKeys() []string {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	out := make([]string, 0, x.c.len())
-	for s := range x.c.slots {
-		if k := x.c.slots[s].key; k != "" {
-			out = append(out, k)
+	for s := range x.c.objs {
+		if x.c.live(s) {
+			out = append(out, x.c.keyAt(int32(s)))
 		}
 	}
 	return out
+}
+
+// Absent returns the keys and the objects of the stored objects whose keys are not
+// among keys, in no particular order: what a relist listing exactly keys would
+// delete. It costs one lookup per key and one pass over the store, under the shared
+// lock, and builds no key except those it returns.
+func (x *Indexer[T]) Absent(keys []string) (absentKeys []string, objs []T) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	c := x.c
+	listed := make([]uint64, (len(c.objs)+63)/64)
+	n := 0
+	for _, k := range keys {
+		if s := c.find(k); s >= 0 && listed[s/64]&(1<<(s%64)) == 0 {
+			listed[s/64] |= 1 << (s % 64)
+			n++
+		}
+	}
+	if n == c.count {
+		return nil, nil
+	}
+	absentKeys = make([]string, 0, c.count-n)
+	objs = make([]T, 0, c.count-n)
+	for s := range c.objs {
+		if listed[s/64]&(1<<(s%64)) == 0 && c.live(s) {
+			absentKeys = append(absentKeys, c.keyAt(int32(s)))
+			objs = append(objs, c.objs[s])
+		}
+	}
+	return absentKeys, objs
 }
 
 // Len returns the number of stored objects.
@@ -608,7 +701,7 @@ func (x *Indexer[T]) AppendByIndex(dst []T, name, value string) ([]T, error) {
 	members := ix.members(value)
 	dst = slices.Grow(dst, len(members))
 	for _, s := range members {
-		dst = append(dst, x.c.slots[s].obj)
+		dst = append(dst, x.c.objs[s])
 	}
 	return dst, nil
 }
@@ -625,7 +718,7 @@ func (x *Indexer[T]) IndexKeys(name, value string) ([]string, error) {
 	members := ix.members(value)
 	out := make([]string, len(members))
 	for i, s := range members {
-		out[i] = x.c.slots[s].key
+		out[i] = x.c.keyAt(s)
 	}
 	return out, nil
 }
@@ -665,9 +758,9 @@ func (x *Indexer[T]) CheckMutations() error {
 	defer x.mu.Unlock()
 	keys := x.c.mutated
 	x.c.mutated = nil
-	for s := range x.c.slots {
-		if sl := &x.c.slots[s]; sl.key != "" && !x.c.equal(sl.obj, x.c.copies[s]) {
-			keys = append(keys, sl.key)
+	for s := range x.c.objs {
+		if x.c.live(s) && !x.c.equal(x.c.objs[s], x.c.copies[s]) {
+			keys = append(keys, x.c.keyAt(int32(s)))
 		}
 	}
 	if len(keys) == 0 {

@@ -345,7 +345,7 @@ func TestChurnDoesNotLeak(t *testing.T) {
 	}
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	if n := len(x.c.slots); n > live+1 {
+	if n := len(x.c.objs); n > live+1 {
 		t.Errorf("%d slots for %d objects", n, live)
 	}
 	for j, ix := range x.c.idx {
@@ -369,7 +369,7 @@ func TestCompactsWhenMostlyEmpty(t *testing.T) {
 		_ = x.DeleteKey(fmt.Sprint("k", i))
 	}
 	x.mu.RLock()
-	n := len(x.c.slots)
+	n := len(x.c.objs)
 	x.mu.RUnlock()
 	if n > 2500 {
 		t.Fatalf("%d slots hold 1000 objects; the store did not compact", n)
@@ -464,4 +464,46 @@ func TestConcurrentUse(t *testing.T) {
 	})
 	wg.Wait()
 	mustValidate(t, x)
+}
+
+func TestSwap(t *testing.T) {
+	x := newItemIndexer()
+	a1 := &item{Key: "a", Group: "g1"}
+	if old, had, err := x.Swap(a1); err != nil || had || old != nil {
+		t.Fatalf("Swap into an empty store = %v, %v, %v; want nil, false, nil", old, had, err)
+	}
+	a2 := &item{Key: "a", Group: "g2"}
+	if old, had, err := x.Swap(a2); err != nil || !had || old != a1 {
+		t.Fatalf("Swap = %v, %v, %v; want the first object", old, had, err)
+	}
+	if got, _ := x.Get("a"); got != a2 {
+		t.Fatalf("Get after Swap = %+v, want the new object", got)
+	}
+	if g1, g2 := mustIndexKeys(t, x, "group", "g1"), mustIndexKeys(t, x, "group", "g2"); len(g1) != 0 || !slices.Equal(g2, []string{"a"}) {
+		t.Fatalf("after Swap group g1 = %v, g2 = %v; want the object moved to g2", g1, g2)
+	}
+	// A failed Swap changes nothing and returns no old object.
+	for _, bad := range []*item{{Key: "a", Group: "g3", Bad: true}, {Key: "error"}, nil} {
+		old, had, err := x.Swap(bad)
+		if err == nil || had || old != nil {
+			t.Fatalf("Swap(%+v) = %v, %v, %v; want an error only", bad, old, had, err)
+		}
+	}
+	if got, _ := x.Get("a"); got != a2 || x.Len() != 1 {
+		t.Fatalf("a failed Swap changed the store: Get(a) = %+v, Len = %d", got, x.Len())
+	}
+	mustValidate(t, x)
+
+	// With MetaKey keys too.
+	m := New(Config[*corev1.ConfigMap]{})
+	c1, c2 := cm("ns", "c", nil), cm("ns", "c", nil)
+	if _, had, err := m.Swap(c1); err != nil || had {
+		t.Fatalf("Swap of a new ConfigMap: had %v, err %v", had, err)
+	}
+	if old, had, err := m.Swap(c2); err != nil || !had || old != c1 {
+		t.Fatalf("Swap of ns/c = %p, %v, %v; want %p", old, had, err, c1)
+	}
+	if _, _, err := m.Swap(cm("ns", "", nil)); !errors.As(err, new(*KeyError)) {
+		t.Fatalf("Swap of a nameless object: %v, want a KeyError", err)
+	}
 }

@@ -35,13 +35,7 @@ func NewLister[T metav1.Object](idx *Indexer[T]) *Lister[T] {
 // Get returns the object with the given namespace ("" for cluster-scoped objects) and
 // name, or an error for which k8s.io/apimachinery/pkg/api/errors.IsNotFound is true.
 func (l *Lister[T]) Get(namespace, name string) (T, error) {
-	var buf [128]byte
-	key := buf[:0]
-	if namespace != "" {
-		key = append(append(key, namespace...), '/')
-	}
-	key = append(key, name...)
-	if obj, ok := l.idx.getBytes(key); ok {
+	if obj, ok := l.idx.getNsName(namespace, name); ok {
 		return obj, nil
 	}
 	var zero T

@@ -15,49 +15,109 @@ func (x *Indexer[T]) validate() error {
 	if len(c.idx) != len(set.fns) {
 		return fmt.Errorf("%d indexes for %d functions", len(c.idx), len(set.fns))
 	}
+	if (c.keys == nil) != (c.kf.nsName != nil) {
+		return fmt.Errorf("stored keys %v with derived keys %v", c.keys != nil, c.kf.nsName != nil)
+	}
+	if c.keys != nil && len(c.keys) != len(c.objs) {
+		return fmt.Errorf("%d keys for %d slots", len(c.keys), len(c.objs))
+	}
 	free := make(map[int32]bool, len(c.free))
 	for _, s := range c.free {
 		if free[s] {
 			return fmt.Errorf("slot %d free twice", s)
 		}
 		free[s] = true
-		if c.slots[s].key != "" {
-			return fmt.Errorf("free slot %d has key %q", s, c.slots[s].key)
+		if c.live(int(s)) {
+			return fmt.Errorf("free slot %d is live (key %q)", s, c.keyAt(s))
+		}
+		if c.keys == nil && !c.kf.isNil(c.objs[s]) {
+			return fmt.Errorf("free slot %d holds an object", s)
 		}
 	}
 	live := 0
-	for s := range c.slots {
-		k := c.slots[s].key
-		if k == "" {
+	keys := make(map[string]bool)
+	for s := range c.objs {
+		if !c.live(s) {
 			if !free[int32(s)] {
 				return fmt.Errorf("slot %d is neither live nor free", s)
 			}
 			continue
 		}
 		live++
-		if got, ok := c.keys[k]; !ok || got != int32(s) {
-			return fmt.Errorf("keys[%q] = %d, %v; want slot %d", k, got, ok, s)
+		k := c.keyAt(int32(s))
+		if k == "" || keys[k] {
+			return fmt.Errorf("slot %d has key %q, empty or not unique", s, k)
+		}
+		keys[k] = true
+		if want, err := x.keyFunc(c.objs[s]); err != nil || want != k {
+			return fmt.Errorf("slot %d has key %q, its object's is %q (%v)", s, k, want, err)
+		}
+		if got := c.find(k); got != int32(s) {
+			return fmt.Errorf("find(%q) = %d; want slot %d", k, got, s)
 		}
 	}
-	if live != len(c.keys) {
-		return fmt.Errorf("%d live slots, %d keys", live, len(c.keys))
+	if live != c.count {
+		return fmt.Errorf("%d live slots, count %d", live, c.count)
 	}
-	if c.copies != nil && len(c.copies) != len(c.slots) {
-		return fmt.Errorf("%d copies for %d slots", len(c.copies), len(c.slots))
+	if err := c.validateTable(); err != nil {
+		return err
+	}
+	if c.copies != nil && len(c.copies) != len(c.objs) {
+		return fmt.Errorf("%d copies for %d slots", len(c.copies), len(c.objs))
 	}
 	for j, ix := range c.idx {
-		if err := ix.validate(len(c.slots), func(s int) ([]string, bool) {
-			if c.slots[s].key == "" {
+		if err := ix.validate(len(c.objs), func(s int) ([]string, bool) {
+			if !c.live(s) {
 				return nil, false
 			}
-			v, err := set.fns[j](c.slots[s].obj)
+			v, err := set.fns[j](c.objs[s])
 			if err != nil {
-				panic(fmt.Sprintf("stored object %q fails index %q: %v", c.slots[s].key, set.names[j], err))
+				panic(fmt.Sprintf("stored object %q fails index %q: %v", c.keyAt(int32(s)), set.names[j], err))
 			}
 			return dedupe(v), true
 		}); err != nil {
 			return fmt.Errorf("index %q: %w", set.names[j], err)
 		}
+	}
+	return nil
+}
+
+// validateTable checks the hash table: a power of two at most 7/8 full, each live slot
+// in it once with its hash, reachable from its home cell without crossing an empty
+// cell.
+func (c *core[T]) validateTable() error {
+	if len(c.table) == 0 {
+		if c.count != 0 {
+			return fmt.Errorf("no table for %d objects", c.count)
+		}
+		return nil
+	}
+	n := len(c.table)
+	if n&(n-1) != 0 || c.count*8 > n*7 {
+		return fmt.Errorf("table of %d cells for %d objects", n, c.count)
+	}
+	mask := uint64(n - 1)
+	seen := make(map[int32]bool, c.count)
+	for i, x := range c.table {
+		if x == 0 {
+			continue
+		}
+		s := cellSlot(x)
+		if s < 0 || int(s) >= len(c.objs) || !c.live(int(s)) || seen[s] {
+			return fmt.Errorf("table cell %d holds slot %d, free, out of range or twice", i, s)
+		}
+		seen[s] = true
+		if h := uint32(c.hashAt(s) >> 32); h != cellHash(x) {
+			return fmt.Errorf("table cell %d holds slot %d with hash %#x, want %#x", i, s, cellHash(x), h)
+		}
+		for j := uint64(cellHash(x)) & mask; j != uint64(i); j = (j + 1) & mask {
+			if c.table[j] == 0 {
+				return fmt.Errorf("slot %d at cell %d is cut off from its home cell by empty cell %d", s, i, j)
+			}
+		}
+	}
+	if len(seen) != c.count {
+		return fmt.Errorf("table holds %d slots, %d are live", len(seen), c.count)
 	}
 	return nil
 }

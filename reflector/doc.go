@@ -46,6 +46,9 @@
 //     Config.OnError as soon as the server answers; the reflector keeps
 //     retrying with backoff, so fixing RBAC is enough to recover.
 //   - Config.Transform runs on every object before the store sees it.
+//   - With a ReuseStore, a listed object is replaced in the list by the
+//     store's own instance only when Reuse returns one of the same
+//     namespace, name and resourceVersion.
 //   - Run starts no goroutine and returns when its context is done; Health
 //     and LastSyncResourceVersion are safe from any goroutine. The
 //     reflector calls the store, Transform and OnError from Run's goroutine
@@ -56,7 +59,11 @@
 // # Costs
 //
 // A list is held in memory once while it is assembled (the items of every
-// page, or the streamed objects) and handed to Replace without copying. Per
+// page, or the streamed objects) and handed to Replace without copying.
+// When the store is a ReuseStore (an informer's is), each listed object the
+// store already holds at the same resourceVersion is swapped for the
+// store's instance as soon as it is decoded, so a relist of mostly
+// unchanged objects holds one copy of the collection plus what changed. Per
 // watch event the reflector does a type assertion, the transform, the store
 // call and one short critical section to update Health.
 package reflector

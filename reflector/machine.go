@@ -176,7 +176,7 @@ func (m *machine[T]) list(ctx context.Context, s listing) state {
 			if err != nil {
 				return m.fail("list", err, s)
 			}
-			items = append(items, obj)
+			items = append(items, m.reuse(obj))
 		}
 		if lm.Continue == "" {
 			break
@@ -272,9 +272,9 @@ func (m *machine[T]) stream(ctx context.Context, s streaming) state {
 		}
 		switch ev := ev.(type) {
 		case added[T]:
-			buf.add(ev.obj)
+			buf.add(m.reuse(ev.obj))
 		case modified[T]:
-			buf.set(ev.obj)
+			buf.set(m.reuse(ev.obj))
 		case deleted[T]:
 			buf.remove(ev.obj)
 		case bookmark:
@@ -424,6 +424,21 @@ func (m *machine[T]) watchFailed(err error) state {
 	}
 	m.r.log.V(2).Info("watch resourceVersion unavailable, relisting", "resourceVersion", m.lastRV, "err", err)
 	return next
+}
+
+// reuse returns the store's instance of a listed object when the store has
+// the same version (see ReuseStore), or obj. An answer of another object or
+// version is ignored.
+func (m *machine[T]) reuse(obj T) T {
+	if m.r.reuse == nil {
+		return obj
+	}
+	got, ok := m.r.reuse.Reuse(obj)
+	if !ok || isNil(got) || got.GetResourceVersion() != obj.GetResourceVersion() ||
+		got.GetName() != obj.GetName() || got.GetNamespace() != obj.GetNamespace() {
+		return obj
+	}
+	return got
 }
 
 // apply hands one watch event to the store.

@@ -36,6 +36,24 @@ type BookmarkStore interface {
 	Bookmark(resourceVersion string) error
 }
 
+// ReuseStore is an optional interface of a Store. While the reflector
+// assembles a list, it passes every listed object (transformed) to Reuse
+// as soon as it is decoded, page by page or event by event; when Reuse
+// returns ok, the reflector lists the object Reuse returned instead and
+// drops the decoded one at once.
+//
+// A store that already holds an object of the same key and the same
+// non-empty resourceVersion returns it: the two are the same version of
+// the same object. A relist of mostly unchanged objects then holds the
+// store's objects plus the changed ones and one page, instead of a second
+// copy of the whole collection, and the store keeps its own instances.
+// Reuse is called from the Run goroutine, possibly while other goroutines
+// read or apply the store, and must not block. The reflector ignores an
+// answer whose namespace, name or resourceVersion differ from obj's.
+type ReuseStore[T any] interface {
+	Reuse(obj T) (T, bool)
+}
+
 // WatchListMode selects how the reflector fetches a full list.
 type WatchListMode int
 
@@ -208,11 +226,13 @@ type Stats struct {
 // Health, LastSyncResourceVersion and Name are safe to call from any
 // goroutine at any time. The reflector itself starts no goroutine: all its
 // work happens in Run. Beyond a few words of state, it holds memory only
-// while a list is assembled: the list's items, until Store.Replace.
+// while a list is assembled: the list's items, until Store.Replace (with a
+// ReuseStore, only the items the store did not already hold).
 type Reflector[T Object] struct {
 	lw        ListerWatcher[T]
 	store     Store[T]
 	bookmarks BookmarkStore // store as a BookmarkStore, or nil
+	reuse     ReuseStore[T] // store as a ReuseStore, or nil
 	cfg       Config[T]     // as given; defaults are applied in Run
 	name      string
 	log       logr.Logger
@@ -244,6 +264,7 @@ func New[T Object](lw ListerWatcher[T], store Store[T], cfg Config[T]) *Reflecto
 		log:   cfg.Logger.WithValues("reflector", name),
 	}
 	r.bookmarks, _ = store.(BookmarkStore)
+	r.reuse, _ = store.(ReuseStore[T])
 	return r
 }
 

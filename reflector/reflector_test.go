@@ -1148,3 +1148,132 @@ func TestDefaultName(t *testing.T) {
 		t.Errorf("Name() = %q", got)
 	}
 }
+
+// reuseStore is a memStore that is also a ReuseStore: it hands back the object it
+// holds when the listed one has the same resourceVersion.
+type reuseStore struct {
+	*memStore[configMap]
+	reused, asked int
+}
+
+func (s *reuseStore) Reuse(obj configMap) (configMap, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.asked++
+	old, ok := s.objs[objectKey(obj)]
+	if !ok || old.ResourceVersion != obj.ResourceVersion {
+		return nil, false
+	}
+	s.reused++
+	return old, true
+}
+
+// TestRelistReusesStoredInstances: a relist hands Replace the store's own instances
+// of the objects that did not change, and the decoded ones of those that did, in
+// both list modes; a transform runs before Reuse sees the objects.
+func TestRelistReusesStoredInstances(t *testing.T) {
+	for _, mode := range []WatchListMode{WatchListOff, WatchListOn} {
+		t.Run(mode.String(), func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
+				srv := newServer(t, reflectortest.Config{WatchList: true}, 6)
+				st := &reuseStore{memStore: newMemStore[configMap]()}
+				transform := func(c configMap) (configMap, error) {
+					c.Annotations = map[string]string{"transformed": "yes"}
+					return c, nil
+				}
+				r := New(srv, st, Config[configMap]{WatchList: mode, PageSize: 2, Transform: transform})
+				start(t, r)
+				synctest.Wait()
+				checkInSync(t, srv, st.memStore)
+				if st.reused != 0 || st.asked != 6 {
+					t.Fatalf("first list: %d of %d objects reused, want 0 of 6", st.reused, st.asked)
+				}
+				before := map[string]configMap{}
+				for k, o := range st.objs {
+					before[k] = o
+				}
+
+				var mu sync.Mutex
+				down := true
+				srv.SetHook(func(req reflectortest.Request) error {
+					mu.Lock()
+					defer mu.Unlock()
+					if down {
+						return errUnavailable
+					}
+					return nil
+				})
+				time.Sleep(2 * time.Second)
+				srv.CloseWatches()
+				synctest.Wait()
+				changed := srv.Items()[1].DeepCopy()
+				changed.Data = map[string]string{"k": "v"}
+				if _, err := srv.Update(changed); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := srv.Delete("ns", "cm-2"); err != nil {
+					t.Fatal(err)
+				}
+				mustCreate(t, srv, cm("ns", "late"))
+				srv.Compact()
+				mu.Lock()
+				down = false
+				mu.Unlock()
+				time.Sleep(time.Minute)
+				synctest.Wait()
+				checkInSync(t, srv, st.memStore)
+
+				if st.reused != 4 || st.asked != 6+6 {
+					t.Errorf("relist: %d of %d objects reused, want 4 of 6", st.reused, st.asked-6)
+				}
+				for k, o := range st.objs {
+					if o.Annotations["transformed"] != "yes" {
+						t.Errorf("%s was not transformed", k)
+					}
+					old, ok := before[k]
+					switch {
+					case k == "ns/late" || k == objectKey(changed):
+						if o == old {
+							t.Errorf("%s changed but the store got its old instance", k)
+						}
+					case !ok || o != old:
+						t.Errorf("%s did not change but the store got a new instance", k)
+					}
+				}
+			})
+		})
+	}
+}
+
+// lyingReuseStore answers Reuse with an object of another name, or of another
+// resourceVersion.
+type lyingReuseStore struct {
+	*memStore[configMap]
+	n int
+}
+
+func (s *lyingReuseStore) Reuse(obj configMap) (configMap, bool) {
+	s.n++
+	other := obj.DeepCopy()
+	if s.n%2 == 0 {
+		other.Name += "-other"
+	} else {
+		other.ResourceVersion += "0"
+	}
+	return other, true
+}
+
+// TestReuseOfAnotherObjectIsIgnored: the reflector lists the decoded object when
+// Reuse answers with an object of another name or resourceVersion.
+func TestReuseOfAnotherObjectIsIgnored(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		srv := newServer(t, reflectortest.Config{WatchList: true}, 4)
+		st := &lyingReuseStore{memStore: newMemStore[configMap]()}
+		start(t, New(srv, st, Config[configMap]{}))
+		synctest.Wait()
+		if st.n != 4 {
+			t.Fatalf("Reuse called %d times, want 4", st.n)
+		}
+		checkInSync(t, srv, st.memStore)
+	})
+}

@@ -1,0 +1,278 @@
+package indexer
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/errors"
+)
+
+// TestMetaKeysMatchModel drives an Indexer of ConfigMaps keyed by the default MetaKey
+// (keys read from the objects, not stored) through random writes, relists and
+// deletions big enough to grow, shrink and compact its hash table, and checks every
+// invariant and every read against a plain map after each step.
+//
+// It runs with keys read from the objects and with the same keys stored (an explicit
+// KeyFunc), each also with hashes so weak that every probe sequence is long and wraps.
+func TestMetaKeysMatchModel(t *testing.T) {
+	type variant struct {
+		name            string
+		stored, collide bool
+		maxSize, seeds  int
+	}
+	for _, v := range []variant{
+		{name: "derived", maxSize: 2000, seeds: 3},
+		{name: "stored", stored: true, maxSize: 2000, seeds: 2},
+		{name: "derived-colliding", collide: true, maxSize: 150, seeds: 2},
+		{name: "stored-colliding", stored: true, collide: true, maxSize: 150, seeds: 2},
+	} {
+		for seed := range uint64(v.seeds) {
+			t.Run(fmt.Sprint(v.name, "/seed", seed), func(t *testing.T) {
+				metaKeysModel(t, seed, v.stored, v.collide, v.maxSize)
+			})
+		}
+	}
+}
+
+func metaKeysModel(t *testing.T, seed uint64, stored, collide bool, maxSize int) {
+	rng := rand.New(rand.NewPCG(seed, 42))
+	cfg := Config[*corev1.ConfigMap]{Indexers: Indexers[*corev1.ConfigMap]{NamespaceIndexName: NamespaceIndex[*corev1.ConfigMap]}}
+	if stored {
+		cfg.KeyFunc = MetaKey[*corev1.ConfigMap]
+	}
+	x := New(cfg)
+	x.kf.collide = collide
+	if (x.c.keys != nil) != stored {
+		t.Fatalf("keys stored: %v, want %v", x.c.keys != nil, stored)
+	}
+	l := NewLister(x)
+	model := map[string]*corev1.ConfigMap{}
+	// Cluster-scoped names that look like namespaced keys must not be confused
+	// with them: "a/b" in no namespace and "b" in namespace "a" share a MetaKey,
+	// so the model keys by MetaKey too.
+	namespaces := []string{"", "a", "ns-1", "a-much-longer-namespace-name-" + fmt.Sprint(seed)}
+	random := func(n int) *corev1.ConfigMap {
+		ns := namespaces[rng.IntN(len(namespaces))]
+		o := cm(ns, fmt.Sprint("cm-", rng.IntN(n)), nil)
+		o.ResourceVersion = fmt.Sprint(rng.Int())
+		return o
+	}
+	key := func(o *corev1.ConfigMap) string {
+		k, err := MetaKey(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	for step := range 150 {
+		size := 1 + rng.IntN(maxSize)
+		switch op := rng.IntN(6); op {
+		case 0, 1: // a burst of adds and updates
+			for range rng.IntN(200) {
+				o := random(size)
+				if err := x.Update(o); err != nil {
+					t.Fatal(err)
+				}
+				model[key(o)] = o
+			}
+		case 2: // deletions by key and by object
+			for k := range model {
+				if rng.IntN(3) == 0 {
+					if err := x.DeleteKey(k); err != nil {
+						t.Fatal(err)
+					}
+					delete(model, k)
+				}
+			}
+			o := random(size)
+			if err := x.Delete(o); err != nil {
+				t.Fatal(err)
+			}
+			delete(model, key(o))
+		case 3, 4: // a relist: some kept, some new, some gone
+			var objs []*corev1.ConfigMap
+			next := map[string]*corev1.ConfigMap{}
+			for k, o := range model {
+				if rng.IntN(4) > 0 {
+					objs = append(objs, o)
+					next[k] = o
+				}
+			}
+			for range rng.IntN(size) {
+				o := random(size)
+				objs = append(objs, o)
+				next[key(o)] = o // later duplicates win
+			}
+			if err := x.Replace(objs); err != nil {
+				t.Fatal(err)
+			}
+			model = next
+		case 5: // most of it goes: compaction
+			for k := range model {
+				if rng.IntN(10) > 0 {
+					if err := x.DeleteKey(k); err != nil {
+						t.Fatal(err)
+					}
+					delete(model, k)
+				}
+			}
+		}
+		if err := x.validate(); err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		checkMetaModel(t, x, l, model, namespaces, fmt.Sprint("step ", step))
+	}
+}
+
+func checkMetaModel(t *testing.T, x *Indexer[*corev1.ConfigMap], l *Lister[*corev1.ConfigMap], model map[string]*corev1.ConfigMap, namespaces []string, where string) {
+	t.Helper()
+	if x.Len() != len(model) {
+		t.Fatalf("%s: Len = %d, want %d", where, x.Len(), len(model))
+	}
+	var want []string
+	for k, o := range model {
+		want = append(want, k)
+		if got, ok := x.Get(k); !ok || got != o {
+			t.Fatalf("%s: Get(%q) = %p, %v; want %p", where, k, got, ok, o)
+		}
+		if got, ok, err := x.GetByObject(o); err != nil || !ok || got != o {
+			t.Fatalf("%s: GetByObject(%q) = %p, %v, %v; want %p", where, k, got, ok, err, o)
+		}
+		if got, err := l.Get(o.Namespace, o.Name); err != nil || got != o {
+			t.Fatalf("%s: Lister.Get(%q, %q) = %p, %v; want %p", where, o.Namespace, o.Name, got, err, o)
+		}
+	}
+	slices.Sort(want)
+	got := x.ListKeys()
+	slices.Sort(got)
+	if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+		t.Fatalf("%s: ListKeys (-want +got):\n%s", where, diff)
+	}
+	for _, ns := range namespaces {
+		var wantNS []string
+		for k, o := range model {
+			if o.Namespace == ns {
+				wantNS = append(wantNS, k)
+			}
+		}
+		gotNS, err := x.IndexKeys(NamespaceIndexName, ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(wantNS)
+		slices.Sort(gotNS)
+		if !slices.Equal(wantNS, gotNS) {
+			t.Fatalf("%s: namespace %q holds %q, want %q", where, ns, gotNS, wantNS)
+		}
+	}
+	for _, k := range []string{"ns-1/absent", "absent", "a/", "/a", "ns-1/cm-0/x"} {
+		if _, ok := model[k]; ok {
+			continue
+		}
+		if got, ok := x.Get(k); ok {
+			t.Fatalf("%s: Get(%q) found %s/%s", where, k, got.Namespace, got.Name)
+		}
+	}
+	// Absent against a list of half the keys (twice each) and some unknown ones.
+	var listed, wantAbsent []string
+	for i, k := range want {
+		if i%2 == 0 {
+			listed = append(listed, k, k)
+		} else {
+			wantAbsent = append(wantAbsent, k)
+		}
+	}
+	listed = append(listed, "ns-1/unknown", "unknown")
+	absent, objs := x.Absent(listed)
+	if len(absent) != len(objs) {
+		t.Fatalf("%s: Absent returned %d keys and %d objects", where, len(absent), len(objs))
+	}
+	for i, k := range absent {
+		if model[k] != objs[i] {
+			t.Fatalf("%s: Absent paired key %q with another object", where, k)
+		}
+	}
+	slices.Sort(absent)
+	if !slices.Equal(absent, wantAbsent) {
+		t.Fatalf("%s: Absent = %q, want %q", where, absent, wantAbsent)
+	}
+	if _, err := l.Get("ns-1", "absent"); !errors.IsNotFound(err) {
+		t.Fatalf("%s: Lister.Get of an absent object: %v", where, err)
+	}
+}
+
+// TestMetaKeysAllocationFree checks that reads by namespace and name or by object do
+// not build keys when keys are derived from the objects.
+func TestMetaKeysAllocationFree(t *testing.T) {
+	x := New(Config[*corev1.ConfigMap]{})
+	var objs []*corev1.ConfigMap
+	for i := range 100 {
+		o := cm("ns", fmt.Sprint("cm-", i), nil)
+		objs = append(objs, o)
+		if err := x.Add(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := NewLister(x)
+	probe := cm("ns", "cm-7", nil)
+	if n := testing.AllocsPerRun(100, func() {
+		if got, ok, _ := x.GetByObject(probe); !ok || got != objs[7] {
+			t.Fatal("GetByObject missed")
+		}
+		if got, err := l.Get("ns", "cm-8"); err != nil || got != objs[8] {
+			t.Fatal("Lister.Get missed")
+		}
+		if got, ok := x.Get("ns/cm-9"); !ok || got != objs[9] {
+			t.Fatal("Get missed")
+		}
+	}); n != 0 {
+		t.Errorf("reads allocate %v times", n)
+	}
+}
+
+// TestMetaKeysSurviveRenamedObjects: a caller that renames a stored object in place
+// breaks the read-only rule; the store must still neither hang nor corrupt the other
+// keys, and with the mutation detector it keeps the key the object was stored under.
+func TestMetaKeysSurviveRenamedObjects(t *testing.T) {
+	for _, detect := range []bool{false, true} {
+		t.Run(fmt.Sprint("detect=", detect), func(t *testing.T) {
+			x := New(Config[*corev1.ConfigMap]{DetectMutations: detect})
+			var objs []*corev1.ConfigMap
+			for i := range 50 {
+				o := cm("ns", fmt.Sprint("cm-", i), nil)
+				objs = append(objs, o)
+				if err := x.Add(o); err != nil {
+					t.Fatal(err)
+				}
+			}
+			objs[3].Name = "renamed"
+			if err := x.DeleteKey("ns/cm-3"); err != nil {
+				t.Fatal(err)
+			}
+			if err := x.Delete(objs[3]); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 50 {
+				if i == 3 {
+					continue
+				}
+				if got, ok := x.Get(fmt.Sprint("ns/cm-", i)); !ok || got != objs[i] {
+					t.Fatalf("ns/cm-%d lost after a renamed object left", i)
+				}
+			}
+			if detect {
+				if err := x.validate(); err != nil {
+					t.Fatal(err)
+				}
+				if x.Len() != 49 {
+					t.Fatalf("Len = %d, want 49", x.Len())
+				}
+			}
+		})
+	}
+}
