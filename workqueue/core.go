@@ -2,13 +2,13 @@ package workqueue
 
 import "hash/maphash"
 
-// none marks an absent slot, lane or heap position.
+// none marks an absent slot or lane.
 const none int32 = -1
 
 // Entry states. An entry exists for every item the queue holds (waiting to be handed out,
 // being processed, or scheduled for later) and for recently finished ones (cached). The
-// state says where the item is besides the delay heap; whether a delayed add is pending
-// is heapPos != none, independently.
+// state says where the item is besides the delay schedule; whether a delayed add is pending
+// is dat != 0, independently.
 const (
 	stIdle       uint8 = iota // not queued, not in flight: only a delayed add is pending
 	stQueued                  // waiting in lane e.lane() to be handed out
@@ -26,17 +26,24 @@ const shrinkMin = 4096
 // entry is one item's bookkeeping. It lives in core.pages at a stable index (its slot).
 type entry[T comparable] struct {
 	item T
-	// heapPos is the entry's index in core.heap, or none when no delayed add is pending.
-	heapPos int32
+	// dat is the deadline of the pending delayed add, 0 when none is pending (deadlines are
+	// positive); the schedule's element with this deadline is the valid one.
+	dat int64
+	// dlane, while dat != 0, is the lane the delayed add will queue into; it holds a
+	// reference on it.
+	dlane int32
 	// ls packs the state (top bits, see state) and a lane (low laneBits bits, see lane):
 	// in stQueued the lane the entry is linked into, in stRedirty the lane it returns to on
 	// Done, none otherwise. The lane holds a reference. Packing keeps an entry of a string
-	// item at 32 bytes.
+	// item at 48 bytes.
 	ls int32
-	// prev and next link the entry into its lane (stQueued), into the in-flight list
-	// (stProcessing, stRedirty) or, via next, into the free list. In stCached, prev holds
-	// the sequence number of the entry's element in core.cacheQ.
+	// prev and next link the entry into its lane (stQueued) or into the in-flight list
+	// (stProcessing, stRedirty). In stCached, prev holds the sequence number of the entry's
+	// element in core.cacheQ.
 	prev, next int32
+	// tag is tagOf(item), kept so that dropping the entry from the index does not hash the
+	// item again (its bytes are usually out of cache by then).
+	tag uint32
 }
 
 const (
@@ -100,26 +107,19 @@ type level struct {
 	since uint64
 }
 
-// delayed is one element of the delay heap.
-type delayed struct {
-	at   int64 // deadline on the queue's monotonic clock
-	slot int32
-	// lane holds a lane reference: the lane the delayed add will queue into.
-	lane int32
-}
-
 // core is the queue's state machine: dedup, priorities with aging, fairness lanes, and
-// the delay heap.
+// the delay schedule (schedule.go).
 // It is not safe for concurrent use and calls no user code; Queue wraps it in a mutex.
 // Every method requires the caller to hold that mutex.
 //
 // Invariants:
 //   - an item is in idx iff it has an entry; an entry is live iff it is queued, in
-//     flight or scheduled (heapPos != none), and is otherwise cached (st == stCached,
-//     with one valid element in cacheQ); live == idx.n - cached;
+//     flight or scheduled (dat != 0), and is otherwise cached (st == stCached,
+//     with one valid element in cacheQ, or in dying if dying); live == idx.n - cached -
+//     ndying;
 //   - a cacheQ element is valid iff its entry is stCached with prev == its seq; elements
 //     are in the order their entries were cached, and len(cacheQ) <= 2·cached + compactMin;
-//   - heap is a 4-ary min-heap on at, and heap[e(s).heapPos].slot == s;
+//   - sched holds exactly one valid element per entry with dat != 0 (see schedule);
 //   - cached <= max(keep, high) + evictBatch: finished items are remembered up to the configured
 //     number or the peak live load, least recently finished evicted first; none when
 //     keep < 0;
@@ -133,7 +133,10 @@ type core[T comparable] struct {
 	// (no copying, and at most one page of slack); nslots slots have been handed out.
 	pages  [][]entry[T]
 	nslots int32
-	free   int32 // head of the free slot list
+	// free holds the free slots, most recently freed last. A stack rather than a list
+	// threaded through the entries: taking a slot then reads this array, not the freed
+	// entry, which is usually in another processor's cache.
+	free []int32
 
 	stamps   []stamp // parallel to slots when timing is on, nil otherwise
 	timing   bool
@@ -146,7 +149,7 @@ type core[T comparable] struct {
 	laneIndex map[laneKey]int32 // every allocated lane but lane 0
 	levels    []level
 
-	heap []delayed // 4-ary min-heap on at
+	sched schedule // pending delayed adds
 
 	touched uint64 // sink of touch, so that its reads are not optimized away
 
@@ -156,6 +159,14 @@ type core[T comparable] struct {
 
 	keep   int // Config.KeepFinished after defaults; < 0 disables the cache
 	cached int // stCached entries
+	// sampled is set while the cache keeps only a sample (see cacheSample); hits and evicts
+	// count its events in the current window.
+	sampled      bool
+	hits, evicts int
+	// dying are the dying entries (see die), among stale elements; ndying counts them.
+	// They are stCached but not counted in cached.
+	dying  []cacheRef
+	ndying int
 	// cacheQ[cacheHead:] are the cached entries, least recently finished first, among
 	// stale elements of entries revived (or released) since; see cacheRef.
 	cacheQ    []cacheRef
@@ -177,7 +188,6 @@ type core[T comparable] struct {
 func (c *core[T]) init(seed maphash.Seed, aging uint64, keep int, timing bool) {
 	c.keep = keep
 	c.seed = seed
-	c.free = none
 	c.timing = timing
 	c.oldest, c.newest = none, none
 	c.lanes = []lane{{head: none, tail: none, rrPrev: none, rrNext: none}}
@@ -202,9 +212,9 @@ func (c *core[T]) e(s int32) *entry[T] {
 // failed lookup of item used and returned.
 func (c *core[T]) alloc(item T, tag uint32, pos int) int32 {
 	var s int32
-	if c.free != none {
-		s = c.free
-		c.free = c.e(s).next
+	if n := len(c.free); n > 0 {
+		s = c.free[n-1]
+		c.free = c.free[:n-1]
 	} else {
 		if int(c.nslots) >= maxSlots {
 			panic("workqueue: more than 2^31-1 items")
@@ -218,7 +228,7 @@ func (c *core[T]) alloc(item T, tag uint32, pos int) int32 {
 			c.stamps = append(c.stamps, stamp{})
 		}
 	}
-	*c.e(s) = entry[T]{item: item, heapPos: none, prev: none, next: none}
+	*c.e(s) = entry[T]{item: item, dlane: none, prev: none, next: none, tag: tag}
 	c.e(s).set(stIdle, none)
 	c.idx.put(tag, pos, s)
 	c.activated()
@@ -226,7 +236,7 @@ func (c *core[T]) alloc(item T, tag uint32, pos int) int32 {
 }
 
 // live returns the number of live (not cached) entries.
-func (c *core[T]) live() int { return c.idx.n - c.cached }
+func (c *core[T]) live() int { return c.idx.n - c.cached - c.ndying }
 
 // activated records that an entry became live.
 func (c *core[T]) activated() {
@@ -241,6 +251,9 @@ func (c *core[T]) activated() {
 
 // revive makes a cached entry live again (idle, to be queued or delayed by the caller).
 func (c *core[T]) revive(s int32) {
+	if c.e(s).next != dyingMark { // hits on the sample only: see cacheSample
+		c.cacheEvent(1, 0)
+	}
 	c.uncache(s)
 	c.activated()
 	c.maybeCompact()
@@ -267,9 +280,13 @@ func (c *core[T]) cachedWith(r cacheRef) bool {
 // uncache makes a cached entry idle; its cache element becomes stale.
 func (c *core[T]) uncache(s int32) {
 	e := c.e(s)
+	if e.next == dyingMark {
+		c.ndying--
+	} else {
+		c.cached--
+	}
 	e.prev, e.next = none, none
 	e.setState(stIdle)
-	c.cached--
 }
 
 // maybeCompact compacts the cache queue when stale and taken elements are the majority.
@@ -297,12 +314,22 @@ func (c *core[T]) compactCache() {
 // delayed add is pending; otherwise it is cached, evicting the least recently finished
 // entries beyond the bound, or freed when the cache is off.
 func (c *core[T]) retire(s int32) {
-	if c.e(s).heapPos != none {
+	if c.e(s).dat != 0 {
 		c.e(s).setState(stIdle)
 		return
 	}
 	if c.keep < 0 {
 		c.release(s)
+		if c.live() == 0 {
+			c.emptied()
+		}
+		return
+	}
+	if c.sampled && c.e(s).tag%cacheSample != 0 {
+		c.die(s)
+		if c.cached > 0 {
+			c.trimCache()
+		}
 		if c.live() == 0 {
 			c.emptied()
 		}
@@ -315,12 +342,102 @@ func (c *core[T]) retire(s int32) {
 	c.cacheQ = append(c.cacheQ, cacheRef{slot: s, seq: c.cacheSeq})
 	c.cacheSeq++
 	c.cached++
-	for limit := max(c.keep, c.high); c.cached > limit+evictBatch; {
-		c.evict(min(c.cached-limit, evictBatch+1)) // one batch: the cache grows by one at a time
-	}
+	c.trimCache()
 	c.maybeCompact()
 	if c.live() == 0 {
 		c.emptied()
+	}
+}
+
+// cacheLimit is the number of finished items the cache keeps: the larger of the configured
+// number and the peak live load, or a cacheSample-th of it in sampled mode.
+func (c *core[T]) cacheLimit() int {
+	if l := max(c.keep, c.high); !c.sampled {
+		return l
+	} else {
+		return l / cacheSample
+	}
+}
+
+// trimCache evicts the least recently finished entries while the cache is more than
+// evictBatch over its limit.
+func (c *core[T]) trimCache() {
+	for limit := c.cacheLimit(); c.cached > limit+evictBatch; {
+		c.evict(min(c.cached-limit, evictBatch+1)) // one batch: the cache grows by one at a time
+	}
+}
+
+// The cache pays when finished items come back: a hit saves an insert into the index and a
+// delete later, while an entry evicted unused costs more than one released at once (it is
+// read again, cold, to be dropped). So the cache watches its hit rate, in windows of
+// cacheWindow events (hits and evictions): below 1 in 8 it switches to sampled mode, where
+// it keeps only the items whose tag is a multiple of cacheSample, up to a cacheSample-th
+// of its limit (so the sample reaches back as far as the full cache would), and releases the
+// others when they finish; when the sample's hit rate reaches 1 in 4 the cache keeps every
+// finished item again.
+const (
+	cacheSample = 16
+	cacheWindow = 1024
+)
+
+// cacheEvent counts a hit or evictions and switches modes at the end of a window.
+func (c *core[T]) cacheEvent(hits, evicts int) {
+	c.hits += hits
+	c.evicts += evicts
+	total := c.hits + c.evicts
+	if total < cacheWindow {
+		return
+	}
+	switch {
+	case !c.sampled && 8*c.hits < total:
+		c.sampled = true
+	case c.sampled && 4*c.hits >= total:
+		c.sampled = false
+	}
+	c.hits, c.evicts = 0, 0
+}
+
+// dyingMark in the next field of a cached entry says that it is dying: out of the sample
+// in sampled mode, held in core.dying only until a batch of them is released.
+const dyingMark = -2
+
+// die caches entry s as dying; once evictBatch+1 entries are dying, they are released
+// together, which overlaps the cache misses of their index buckets (a bucket was last
+// touched when the item was added, usually long ago and on another processor).
+func (c *core[T]) die(s int32) {
+	e := c.e(s)
+	e.setState(stCached)
+	e.next = dyingMark
+	e.prev = c.cacheSeq
+	c.dying = append(c.dying, cacheRef{slot: s, seq: c.cacheSeq})
+	c.cacheSeq++
+	c.ndying++
+	if len(c.dying) > evictBatch {
+		c.releaseDying()
+	}
+}
+
+// releaseDying releases the dying entries.
+func (c *core[T]) releaseDying() {
+	var slots [evictBatch + 1]int32
+	var tags [evictBatch + 1]uint32
+	n := 0
+	for _, r := range c.dying {
+		if c.cachedWith(r) {
+			slots[n] = r.slot
+			tags[n] = c.e(r.slot).tag
+			n++
+		}
+	}
+	c.dying = c.dying[:0]
+	var acc uint64
+	for i := range n {
+		acc |= c.idx.b[c.idx.home(tags[i])]
+	}
+	c.touched = acc
+	for i := range n {
+		c.uncache(slots[i])
+		c.releaseTag(slots[i], tags[i])
 	}
 }
 
@@ -336,11 +453,9 @@ func (c *core[T]) evict(n int) {
 	for i := 0; i < n; c.cacheHead++ { // the entries are read in parallel
 		if r := c.cacheQ[c.cacheHead]; c.cachedWith(r) {
 			slots[i] = r.slot
+			tags[i] = c.e(r.slot).tag
 			i++
 		}
-	}
-	for i := range n { // and so are their items' bytes
-		tags[i] = tagOf(c.seed, c.e(slots[i]).item)
 	}
 	var acc uint64
 	for i := range n { // independent: their buckets are fetched in parallel
@@ -351,6 +466,7 @@ func (c *core[T]) evict(n int) {
 		c.uncache(slots[i])
 		c.releaseTag(slots[i], tags[i])
 	}
+	c.cacheEvent(0, n)
 }
 
 // dropCache forgets every cached entry.
@@ -362,16 +478,18 @@ func (c *core[T]) dropCache() {
 		}
 	}
 	c.cacheQ, c.cacheHead = nil, 0
+	c.releaseDying()
+	c.dying = nil
 }
 
 // release frees an idle entry.
-func (c *core[T]) release(s int32) { c.releaseTag(s, tagOf(c.seed, c.e(s).item)) }
+func (c *core[T]) release(s int32) { c.releaseTag(s, c.e(s).tag) }
 
 // releaseTag frees an idle entry whose item's tag is tag.
 func (c *core[T]) releaseTag(s int32, tag uint32) {
 	c.idx.del(tag, s)
-	*c.e(s) = entry[T]{next: c.free}
-	c.free = s
+	*c.e(s) = entry[T]{dlane: none, prev: none, next: none}
+	c.free = append(c.free, s)
 }
 
 // emptied runs when the last live entry is gone; it gives memory back when the containers are
@@ -385,19 +503,20 @@ func (c *core[T]) emptied() {
 		return
 	}
 	if c.high >= shrinkMin && 4*c.epochPeak < c.high {
-		c.cached = 0
+		c.cached, c.ndying = 0, 0
 		c.cacheQ, c.cacheHead = nil, 0
+		c.dying = nil
 		c.idx = index{}
 		c.pages = nil
 		c.nslots = 0
 		if c.timing {
 			c.stamps = nil
 		}
-		c.free = none
+		c.free = nil
 		c.lanes = []lane{c.lanes[0]}
 		c.freeLane = none
 		c.laneIndex = make(map[laneKey]int32)
-		c.heap = nil
+		c.sched = schedule{seq: c.sched.seq} // only stale elements are left
 		c.high = c.epochPeak
 	}
 	c.epochStart = c.activations
@@ -613,90 +732,23 @@ func (c *core[T]) add(item T, tag uint32, prio int, key string, now int64) bool 
 	return c.enqueue(s, c.acquire(prio, key), now)
 }
 
-// addAt schedules item to be added at deadline at. A pending earlier deadline wins; the
-// priority is the highest requested. It reports whether the heap minimum changed.
-// tag is tagOf(item).
-func (c *core[T]) addAt(item T, tag uint32, at int64, prio int, key string) bool {
-	s, pos := c.lookup(item, tag)
-	if s == none {
-		s = c.alloc(item, tag, pos)
-	} else if c.e(s).state() == stCached {
-		c.revive(s)
-	}
-	e := c.e(s)
-	if e.heapPos != none {
-		p := e.heapPos
-		if d := &c.heap[p]; prio > c.lanes[d.lane].prio {
-			l := c.acquire(prio, key)
-			c.unref(d.lane)
-			d.lane = l
-		}
-		if at >= c.heap[p].at {
-			return false
-		}
-		c.heap[p].at = at
-		c.up(int(p))
-		return p == 0 || c.heap[0].slot == s
-	}
-	c.heap = append(c.heap, delayed{at: at, slot: s, lane: c.acquire(prio, key)})
-	c.up(len(c.heap) - 1)
-	return c.heap[0].slot == s
-}
-
 // touch reads the home buckets of a batch of staged adds before they are applied. The reads
 // are independent, so the processor overlaps their cache misses, and the lookups that follow
 // mostly find their buckets in cache: in a large table this is most of their cost.
+// The entries of the free slots that new items will take are read too: they were last
+// written by whoever freed them, often on another processor.
 func (c *core[T]) touch(buf []staged[T]) {
-	x := &c.idx
-	if len(x.b) == 0 {
-		return
-	}
 	var acc uint64
-	for i := range buf {
-		acc |= x.b[x.home(buf[i].tag)]
+	for _, s := range c.free[max(len(c.free)-len(buf), 0):] {
+		acc |= uint64(c.e(s).ls)
+	}
+	if x := &c.idx; len(x.b) > 0 {
+		for i := range buf {
+			acc |= x.b[x.home(buf[i].tag)]
+		}
 	}
 	c.touched = acc
 }
-
-// fire adds, in deadline order, up to limit items due at now, and returns how many were
-// moved and how many of those became pending.
-func (c *core[T]) fire(now int64, limit int) (moved, added int) {
-	for len(c.heap) > 0 && c.heap[0].at <= now && moved < limit {
-		s, l := c.heap[0].slot, c.heap[0].lane
-		c.popMin()
-		if c.enqueue(s, l, now) {
-			added++
-		}
-		moved++
-	}
-	return moved, added
-}
-
-// nextDeadline returns the earliest pending deadline, or false when none is pending.
-func (c *core[T]) nextDeadline() (int64, bool) {
-	if len(c.heap) == 0 {
-		return 0, false
-	}
-	return c.heap[0].at, true
-}
-
-// dropDelayed forgets every pending delayed add (at shut-down).
-func (c *core[T]) dropDelayed() {
-	for len(c.heap) > 0 {
-		d := c.heap[len(c.heap)-1]
-		c.heap = c.heap[:len(c.heap)-1]
-		e := c.e(d.slot)
-		e.heapPos = none
-		c.unref(d.lane)
-		if e.state() == stIdle {
-			c.release(d.slot)
-		}
-	}
-	c.heap = nil
-}
-
-// scheduled returns the number of pending delayed adds.
-func (c *core[T]) scheduled() int { return len(c.heap) }
 
 // --- handing out ---
 
@@ -838,62 +890,4 @@ func (c *core[T]) inFlight(now int64) (int, int64, int64) {
 	total := int64(c.inflight)*now - c.startSum
 	longest := now - c.stamps[c.oldest].started
 	return c.inflight, total, longest
-}
-
-// --- delay heap: 4-ary min-heap on at; every move updates the entry's heapPos ---
-
-func (c *core[T]) up(i int) {
-	h := c.heap
-	x := h[i]
-	for i > 0 {
-		p := (i - 1) / 4
-		if h[p].at <= x.at {
-			break
-		}
-		h[i] = h[p]
-		c.e(h[i].slot).heapPos = int32(i)
-		i = p
-	}
-	h[i] = x
-	c.e(x.slot).heapPos = int32(i)
-}
-
-func (c *core[T]) down(i int) {
-	h := c.heap
-	n := len(h)
-	x := h[i]
-	for {
-		first := 4*i + 1
-		if first >= n {
-			break
-		}
-		m := first
-		for j := first + 1; j < min(first+4, n); j++ {
-			if h[j].at < h[m].at {
-				m = j
-			}
-		}
-		if h[m].at >= x.at {
-			break
-		}
-		h[i] = h[m]
-		c.e(h[i].slot).heapPos = int32(i)
-		i = m
-	}
-	h[i] = x
-	c.e(x.slot).heapPos = int32(i)
-}
-
-// popMin removes the heap root and marks its entry as having no delay pending.
-func (c *core[T]) popMin() {
-	h := c.heap
-	c.e(h[0].slot).heapPos = none
-	last := len(h) - 1
-	if last > 0 {
-		h[0] = h[last]
-		c.heap = h[:last]
-		c.down(0)
-	} else {
-		c.heap = h[:0]
-	}
 }

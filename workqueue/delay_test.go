@@ -236,3 +236,33 @@ func TestAddRateLimited(t *testing.T) {
 		}
 	})
 }
+
+// Items with equal deadlines fire in the order they were scheduled, whether the deadline
+// was near (the timing wheel) or far (the overflow heap, then the wheel), and across
+// firing batches.
+func TestAddAfterTiesFireInScheduleOrder(t *testing.T) {
+	for _, d := range []time.Duration{10 * time.Millisecond, time.Hour} {
+		synctest.Test(t, func(t *testing.T) {
+			q := New(Config[int]{})
+			defer q.ShutDown()
+			n := 2*fireBatch + 3*stageMax + 7
+			order := rand.Perm(n)
+			for _, i := range order[:n/2] { // the clock stands still: equal deadlines
+				q.AddAfter(i, d)
+			}
+			q.AddAfter(-1, d-time.Nanosecond) // an earlier one scheduled in between
+			for _, i := range order[n/2:] {
+				q.AddAfter(i, d)
+			}
+			checkInvariants(t, q)
+			time.Sleep(d + time.Millisecond) // past the deadlines and the timer slack
+			synctest.Wait()
+			got := getAll(t, q)
+			want := append([]int{-1}, order...)
+			if !slices.Equal(got, want) {
+				t.Fatalf("delay %v: %d fired, not in the order scheduled", d, len(got))
+			}
+			checkInvariants(t, q)
+		})
+	}
+}

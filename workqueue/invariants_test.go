@@ -2,6 +2,8 @@ package workqueue
 
 import (
 	"fmt"
+	"math"
+	"slices"
 	"testing"
 )
 
@@ -19,10 +21,19 @@ func checkInvariants[T comparable](t testing.TB, q *Queue[T]) {
 	if err == nil && len(q.waiters) > 0 && q.c.ready > 0 {
 		err = fmt.Errorf("%d waiters while %d items are ready", len(q.waiters), q.c.ready)
 	}
-	if err == nil && len(q.stage) > 0 {
-		m := q.stage[0].at
-		for _, st := range q.stage {
-			m = min(m, st.at)
+	nstaged := len(q.stage)
+	for _, buf := range q.full {
+		nstaged += len(buf)
+	}
+	if err == nil && (len(q.full) >= maxFull || int(q.nfull.Load()) != len(q.full)) {
+		err = fmt.Errorf("%d full staging buffers (nfull %d)", len(q.full), q.nfull.Load())
+	}
+	if err == nil && nstaged > 0 {
+		m := int64(math.MaxInt64)
+		for _, buf := range append([][]staged[T]{q.stage}, q.full...) {
+			for _, st := range buf {
+				m = min(m, st.at)
+			}
 		}
 		if m != q.stageMin {
 			err = fmt.Errorf("stageMin %d, earliest staged %d", q.stageMin, m)
@@ -34,8 +45,8 @@ func checkInvariants[T comparable](t testing.TB, q *Queue[T]) {
 			err = fmt.Errorf("timer set for %d, next deadlines %d (heap), %d (staged)", q.timerAt, next, q.stageMin)
 		}
 	}
-	if err == nil && q.sshut && (len(q.stage) > 0 || q.c.scheduled() > 0) && q.shut {
-		err = fmt.Errorf("shut down with %d staged and %d scheduled", len(q.stage), q.c.scheduled())
+	if err == nil && q.sshut && (nstaged > 0 || q.c.scheduled() > 0) && q.shut {
+		err = fmt.Errorf("shut down with %d staged and %d scheduled", nstaged, q.c.scheduled())
 	}
 	if err != nil {
 		t.Fatalf("invariant broken: %v", err)
@@ -45,14 +56,17 @@ func checkInvariants[T comparable](t testing.TB, q *Queue[T]) {
 func (c *core[T]) check() error {
 	counts := map[uint8]int{}
 	laneRefs := map[int32]int{}
+	scheduled := 0
 	if err := c.checkIndex(); err != nil {
 		return err
 	}
 	nfree := 0
-	for s := c.free; s != none; s = c.e(s).next {
-		if s < 0 || s >= c.nslots || c.e(s).state() != stIdle || nfree > int(c.nslots) {
-			return fmt.Errorf("free list: slot %d out of range, in use, or a cycle", s)
+	freed := map[int32]bool{}
+	for _, s := range c.free {
+		if s < 0 || s >= c.nslots || c.e(s).state() != stIdle || c.e(s).dat != 0 || freed[s] {
+			return fmt.Errorf("free list: slot %d out of range, in use, or twice", s)
 		}
+		freed[s] = true
 		nfree++
 	}
 	if nfree+c.idx.n != int(c.nslots) {
@@ -71,17 +85,20 @@ func (c *core[T]) check() error {
 			return fmt.Errorf("item %v: slot %d out of range", item, s)
 		}
 		e := c.e(s)
+		if e.tag != uint32(v>>32) {
+			return fmt.Errorf("item %v: entry tag %#x, index tag %#x", item, e.tag, v>>32)
+		}
 		st, lane := e.state(), e.lane()
 		counts[st]++
-		if e.heapPos != none {
-			if int(e.heapPos) >= len(c.heap) || c.heap[e.heapPos].slot != s {
-				return fmt.Errorf("item %v: heap position %d wrong", item, e.heapPos)
-			}
-			if dl := c.heap[e.heapPos].lane; dl < 0 || int(dl) >= len(c.lanes) {
+		if e.dat != 0 {
+			scheduled++
+			if dl := e.dlane; dl < 0 || int(dl) >= len(c.lanes) {
 				return fmt.Errorf("item %v: delay lane %d out of range", item, dl)
 			} else {
 				laneRefs[dl]++
 			}
+		} else if e.dlane != none {
+			return fmt.Errorf("item %v: delay lane %d without a delay", item, e.dlane)
 		}
 		switch st {
 		case stQueued, stRedirty:
@@ -93,10 +110,10 @@ func (c *core[T]) check() error {
 			if lane != none {
 				return fmt.Errorf("item %v (state %d) names lane %d", item, st, lane)
 			}
-			if st == stIdle && e.heapPos == none {
+			if st == stIdle && e.dat == 0 {
 				return fmt.Errorf("item %v idle without a delay", item)
 			}
-			if st == stCached && e.heapPos != none {
+			if st == stCached && e.dat != 0 {
 				return fmt.Errorf("item %v cached with a delay", item)
 			}
 		default:
@@ -112,8 +129,8 @@ func (c *core[T]) check() error {
 	if counts[stRedirty] != c.redirty {
 		return fmt.Errorf("redirty = %d, %d entries", c.redirty, counts[stRedirty])
 	}
-	if counts[stCached] != c.cached {
-		return fmt.Errorf("cached = %d, %d entries", c.cached, counts[stCached])
+	if counts[stCached] != c.cached+c.ndying {
+		return fmt.Errorf("cached = %d, dying = %d, %d entries", c.cached, c.ndying, counts[stCached])
 	}
 	if c.keep < 0 && c.cached != 0 {
 		return fmt.Errorf("%d cached entries with the cache off", c.cached)
@@ -169,6 +186,21 @@ func (c *core[T]) check() error {
 	}
 	if len(valid) != c.cached {
 		return fmt.Errorf("cache queue has %d valid elements, cached = %d", len(valid), c.cached)
+	}
+	if len(c.dying) > evictBatch || c.keep < 0 && c.ndying != 0 {
+		return fmt.Errorf("%d dying elements, %d dying with KeepFinished %d", len(c.dying), c.ndying, c.keep)
+	}
+	dying := map[int32]bool{}
+	for _, r := range c.dying {
+		if c.cachedWith(r) {
+			if valid[r.slot] || dying[r.slot] || c.e(r.slot).next != dyingMark {
+				return fmt.Errorf("dying element of slot %d: valid twice, or not marked", r.slot)
+			}
+			dying[r.slot] = true
+		}
+	}
+	if len(dying) != c.ndying {
+		return fmt.Errorf("%d valid dying elements, ndying = %d", len(dying), c.ndying)
 	}
 
 	live := 0
@@ -240,13 +272,11 @@ func (c *core[T]) check() error {
 	if total != c.ready {
 		return fmt.Errorf("levels hold %d, ready = %d", total, c.ready)
 	}
-	for i := range c.heap {
-		if p := (i - 1) / 4; i > 0 && c.heap[p].at > c.heap[i].at {
-			return fmt.Errorf("heap order broken at %d", i)
-		}
-		if s := c.heap[i].slot; c.e(s).heapPos != int32(i) {
-			return fmt.Errorf("heap[%d] names slot %d whose position is %d", i, s, c.e(s).heapPos)
-		}
+	if scheduled != c.sched.pending {
+		return fmt.Errorf("%d entries scheduled, pending = %d", scheduled, c.sched.pending)
+	}
+	if err := c.checkSchedule(); err != nil {
+		return err
 	}
 	for l := range c.lanes {
 		if ln := &c.lanes[l]; ln.refs > 0 && ln.n > 0 && c.levelOf(ln.prio, false) < 0 {
@@ -256,13 +286,72 @@ func (c *core[T]) check() error {
 	return nil
 }
 
-// scheduled returns how many items wait for a deadline, staged or in the heap.
+// checkSchedule verifies the schedule's invariants (see schedule).
+func (c *core[T]) checkSchedule() error {
+	d := &c.sched
+	validOf := map[int32]int{}
+	total := 0
+	see := func(el delayed) error {
+		total++
+		if el.slot < 0 || el.slot >= c.nslots {
+			return fmt.Errorf("schedule: slot %d out of range", el.slot)
+		}
+		if c.valid(el) {
+			validOf[el.slot]++
+			if validOf[el.slot] > 1 {
+				return fmt.Errorf("schedule: slot %d has two valid elements", el.slot)
+			}
+		}
+		return nil
+	}
+	inRing := 0
+	for i := range d.ring {
+		b := &d.ring[i]
+		inRing += len(b.els)
+		if b.sorted && !slices.IsSortedFunc(b.els, cmpDelayed) {
+			return fmt.Errorf("schedule: bucket %d marked sorted, is not", i)
+		}
+		for _, el := range b.els {
+			k := el.at >> wheelBits
+			if want := max(k, d.cur); want-d.cur >= wheelSize || int(want&wheelMask) != i {
+				return fmt.Errorf("schedule: deadline %d (bucket %d) in ring slot %d, current %d", el.at, k, i, d.cur)
+			}
+			if err := see(el); err != nil {
+				return err
+			}
+		}
+	}
+	if inRing != d.inRing {
+		return fmt.Errorf("schedule: %d in ring, inRing = %d", inRing, d.inRing)
+	}
+	for i, el := range d.over {
+		if el.at>>wheelBits-d.cur < wheelSize {
+			return fmt.Errorf("schedule: deadline %d in the overflow, within the ring", el.at)
+		}
+		if p := (i - 1) / 4; i > 0 && cmpDelayed(d.over[p], el) > 0 {
+			return fmt.Errorf("schedule: overflow heap order broken at %d", i)
+		}
+		if err := see(el); err != nil {
+			return err
+		}
+	}
+	if len(validOf) != d.pending || total-d.pending != d.stale {
+		return fmt.Errorf("schedule: %d valid and %d elements, pending %d, stale %d", len(validOf), total, d.pending, d.stale)
+	}
+	return nil
+}
+
+// scheduled returns how many items wait for a deadline, staged or in the schedule.
 func scheduled[T comparable](q *Queue[T]) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.smu.Lock()
 	defer q.smu.Unlock()
-	return q.c.scheduled() + len(q.stage)
+	n := q.c.scheduled() + len(q.stage)
+	for _, buf := range q.full {
+		n += len(buf)
+	}
+	return n
 }
 
 // checkIndex verifies the index's invariants: size, count and load, every bucket's tag

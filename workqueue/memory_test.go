@@ -70,15 +70,21 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 }
 
 // TestKeepFinishedBound: finished items are remembered up to KeepFinished (or the peak
-// load), oldest dropped first, and not at all when it is negative.
+// load), oldest dropped first, and not at all when it is negative. Every other add is a
+// re-add of an item just finished, so the cache stays in full mode.
 func TestKeepFinishedBound(t *testing.T) {
 	ks := keys(10_000)
 	for _, tc := range []struct{ keep, want int }{{100, 100}, {-1, 0}, {0, DefaultKeepFinished}} {
 		q := New(Config[string]{KeepFinished: tc.keep})
-		for _, k := range ks {
+		for i, k := range ks {
 			q.Add(k)
 			item, _ := q.Get(doneCtx)
 			q.Done(item)
+			if i%2 == 1 { // a hit: the item finished just before comes back
+				q.Add(ks[i-1])
+				item, _ := q.Get(doneCtx)
+				q.Done(item)
+			}
 		}
 		for _, k := range ks[:50] { // more load than the bound only if keep is tiny
 			q.Add(k)
@@ -107,6 +113,45 @@ func TestKeepFinishedBound(t *testing.T) {
 			t.Errorf("KeepFinished %d: %d items indexed after ShutDown", tc.keep, n)
 		}
 	}
+}
+
+// TestKeepFinishedAdapts: a stream of distinct items, which never hits the cache, switches
+// it to sampled mode (a sixteenth of the items, a sixteenth of the limit); items coming
+// back switch it to full mode again.
+func TestKeepFinishedAdapts(t *testing.T) {
+	const keep = 1000
+	ks := keys(40_000)
+	q := New(Config[string]{KeepFinished: keep})
+	defer q.ShutDown()
+	cycle := func(k string) {
+		q.Add(k)
+		item, _ := q.Get(doneCtx)
+		q.Done(item)
+	}
+	cached := func() (int, bool) {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return q.c.cached, q.c.sampled
+	}
+	for _, k := range ks[:20_000] {
+		cycle(k)
+	}
+	if n, sampled := cached(); !sampled || n > keep/cacheSample+evictBatch {
+		t.Fatalf("after 20,000 distinct items: %d cached, sampled %v; want at most %d, sampled", n, sampled, keep/cacheSample+evictBatch)
+	}
+	checkInvariants(t, q)
+	// Now every item comes back once, 200 items after its first time: well within the
+	// limit, so the sample hits half the time.
+	for i, k := range ks[20_000:] {
+		cycle(k)
+		if i >= 200 {
+			cycle(ks[20_000+i-200])
+		}
+	}
+	if n, sampled := cached(); sampled || n < keep {
+		t.Fatalf("after re-adds: %d cached, sampled %v; want at least %d, full", n, sampled, keep)
+	}
+	checkInvariants(t, q)
 }
 
 // TestMemoryGivenBack: after a peak of 20,000 items (half of them scheduled), a long
@@ -141,10 +186,13 @@ func TestMemoryGivenBack(t *testing.T) {
 			q.Done(item)
 		}
 		q.mu.Lock()
-		slots, heap := q.c.nslots, cap(q.c.heap)
+		slots, heap := q.c.nslots, cap(q.c.sched.over)
+		for _, b := range q.c.sched.ring {
+			heap += cap(b.els)
+		}
 		q.mu.Unlock()
 		if slots > 1000 || heap > 1000 {
-			t.Fatalf("after light load, %d slots and %d heap entries still allocated", slots, heap)
+			t.Fatalf("after light load, %d slots and %d schedule elements still allocated", slots, heap)
 		}
 		if grown := int64(heapInUse()) - int64(base); grown > 1<<20 {
 			t.Fatalf("heap %d bytes above the start after the peak went away (peak was %d above)", grown, int64(peak)-int64(base))

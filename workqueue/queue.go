@@ -49,9 +49,16 @@ type Config[T comparable] struct {
 	// hash lookup instead of an insert now and a delete at its next Done. The limit is the
 	// larger of KeepFinished and the peak number of items the queue held at once; the
 	// queue drops the oldest in batches once it holds 32 more than that. A kept
-	// item costs about 60 bytes plus whatever its value keeps reachable (a pointer item
+	// item costs about 75 bytes plus whatever its value keeps reachable (a pointer item
 	// keeps its object alive until dropped). Zero means DefaultKeepFinished; negative keeps
 	// none.
+	//
+	// Keeping costs more than it saves when finished items rarely come back (a stream of
+	// distinct items), so the queue watches the share of kept items that are added again
+	// before being dropped: below 1 in 8 (over 1024 such events), it keeps only a sample,
+	// one item in 16 chosen by hash, up to a sixteenth of the limit (so the sample reaches
+	// as far back as the full cache), and drops the others at once, in batches of 33; when
+	// the sample's share reaches 1 in 4 it keeps every finished item again.
 	KeepFinished int
 }
 
@@ -73,12 +80,14 @@ type AddOptions struct {
 //
 // A Queue must be created with New; the zero Queue is not usable. All methods are safe for
 // concurrent use. Add, Get and Done cost O(1) hash-table operations plus O(L) for L distinct
-// priorities waiting; the firing of a delay costs O(log n) in the number of scheduled
-// items. AddAfter and AddRateLimited only append to a small staging buffer under a lock of
-// their own; staged items are moved into the queue in batches (when the buffer fills or
-// the timer fires), so scheduling hardly contends with Get and Done. Memory is O(items
-// held, scheduled and kept, see Config.KeepFinished) and is given back when the queue runs
-// empty after a peak far above its recent load.
+// priorities waiting. AddAfter and AddRateLimited only append to a small staging buffer
+// under a lock of their own; staged items are moved into the queue in batches (by a Get
+// that finds nothing ready, by the timer's firing, or by the adder once several buffers
+// are full), so scheduling hardly contends with Get and Done. Deadlines up to about 33ms
+// ahead go into a timing wheel of 65µs buckets, costing O(1) to schedule and a share of
+// one sort of a small bucket to fire; later ones wait in a heap, O(log n), until they come
+// that close. Memory is O(items held, scheduled and kept, see Config.KeepFinished) and is
+// given back when the queue runs empty after a peak far above its recent load.
 type Queue[T comparable] struct {
 	// The fields come in groups, each on cache lines of its own (see the pads), so that
 	// adders writing the staging buffer and workers taking mu do not pull each other's
@@ -100,8 +109,10 @@ type Queue[T comparable] struct {
 
 	_ [cacheLine]byte
 
-	// Set in New (shutFlag: once, at shut-down) and read without a lock by every add.
+	// Set in New (shutFlag: once, at shut-down; delays: once, by the first delayed add) and
+	// read without a lock by every add (and delays by Get).
 	shutFlag atomic.Bool
+	delays   atomic.Bool
 	epoch    time.Time    // origin of the monotonic clock used for deadlines and stamps
 	seed     maphash.Seed // q.c.seed, for adders that hash items before taking a lock
 	limiter  RateLimiter[T]
@@ -115,12 +126,18 @@ type Queue[T comparable] struct {
 	// fmu, then mu, then smu.
 	smu   sync.Mutex
 	stage []staged[T]
-	// stageMin is the earliest deadline in stage (math.MaxInt64 when empty).
+	// full holds staging buffers that filled up, oldest first, waiting to be moved into the
+	// core; len(full) < maxFull. spares are emptied buffers kept for reuse.
+	full   [][]staged[T]
+	spares [][]staged[T]
+	// stageMin is the earliest deadline in stage and full (math.MaxInt64 when empty).
 	stageMin int64
 	sshut    bool
+	// nfull mirrors len(full), for Get to read without a lock.
+	nfull atomic.Int32
 	// timer fires the delayed adds. It is made on the first one, never runs after
 	// ShutDown returns, and timerAt is the deadline it is set for (math.MaxInt64: unset).
-	// Invariant: timerAt <= every pending deadline, staged or in the heap, unless the
+	// Invariant: timerAt <= every pending deadline, staged or scheduled, unless the
 	// firing that consumed it is still running (it re-arms before it ends). timerWG counts
 	// scheduled or running firings.
 	timer   *time.Timer
@@ -129,11 +146,9 @@ type Queue[T comparable] struct {
 
 	_ [cacheLine]byte
 
-	// fmu serializes moving staged items into the core (a drain) and guards spare, the
-	// buffer swapped with stage.
-	fmu   sync.Mutex
-	spare []staged[T]
-	pool  sync.Pool // of *waiter[T]
+	// fmu serializes moving staged items into the core (a drain or a firing).
+	fmu  sync.Mutex
+	pool sync.Pool // of *waiter[T]
 }
 
 // cacheLine is the size of padding that keeps field groups on separate cache lines.
@@ -148,9 +163,15 @@ type staged[T comparable] struct {
 	tag  uint32 // tagOf(item), computed by the adder outside the locks
 }
 
-// stageMax is the staging buffer size at which the adder itself moves the buffer into the
-// core, bounding the memory held by staged adds.
-const stageMax = 256
+// stageMax is the size of a staging buffer. A full one waits (in Queue.full) to be moved
+// into the core by a Get that finds nothing ready, so that an idle worker does that work,
+// on its own processor, instead of the adder; the firing of the timer takes the full
+// buffers too. When maxFull buffers wait, the adder moves them itself, which bounds the
+// memory held by staged adds.
+const (
+	stageMax = 256
+	maxFull  = 8
+)
 
 // waiter is a blocked Get. The waking goroutine fills item and res under the queue's lock
 // and then sends on ch.
@@ -307,6 +328,9 @@ func (q *Queue[T]) addDelayed(item T, d time.Duration, now int64, prio int, key 
 		q.addNow(item, prio, key, retried)
 		return
 	}
+	if !q.delays.Load() {
+		q.delays.Store(true)
+	}
 	q.smu.Lock()
 	if q.sshut {
 		q.smu.Unlock()
@@ -317,14 +341,23 @@ func (q *Queue[T]) addDelayed(item T, d time.Duration, now int64, prio int, key 
 	if at < now { // overflow: as late as the clock goes
 		at = math.MaxInt64
 	}
+	if q.stage == nil {
+		q.stage = q.spareLocked()
+	}
 	q.stage = append(q.stage, staged[T]{item: item, at: at, prio: prio, key: key, tag: tag})
 	q.stageMin = min(q.stageMin, at)
 	if at < q.timerAt {
 		q.armLocked(at, now)
 	}
-	full := len(q.stage) >= stageMax
+	self := false
+	if len(q.stage) >= stageMax {
+		q.full = append(q.full, q.stage)
+		q.stage = q.spareLocked()
+		self = len(q.full) >= maxFull
+		q.nfull.Store(int32(len(q.full)))
+	}
 	q.smu.Unlock()
-	if full {
+	if self {
 		q.drain()
 	}
 	if retried && q.metrics != nil {
@@ -352,39 +385,71 @@ func (q *Queue[T]) armLocked(at, now int64) {
 	}
 }
 
-// takeStage swaps the staging buffer for the spare one and returns the staged adds.
-// Requires fmu held.
-func (q *Queue[T]) takeStage() []staged[T] {
-	q.smu.Lock()
-	buf := q.stage
-	q.stage = q.spare[:0]
-	q.stageMin = math.MaxInt64
-	q.smu.Unlock()
-	q.spare = nil
-	return buf
+// spareLocked returns an empty staging buffer. Requires smu held.
+func (q *Queue[T]) spareLocked() []staged[T] {
+	if n := len(q.spares); n > 0 {
+		buf := q.spares[n-1]
+		q.spares[n-1] = nil
+		q.spares = q.spares[:n-1]
+		return buf
+	}
+	return make([]staged[T], 0, stageMax)
 }
 
-// applyLocked moves staged adds into the core and hands the buffer back as spare.
-// Requires fmu and mu held.
-func (q *Queue[T]) applyLocked(buf []staged[T]) {
-	q.c.touch(buf)
-	for i := range buf {
-		q.c.addAt(buf[i].item, buf[i].tag, buf[i].at, buf[i].prio, buf[i].key)
+// takeStage takes every staged add: the full buffers, oldest first, then the current
+// one. Requires fmu held.
+func (q *Queue[T]) takeStage() [][]staged[T] {
+	q.smu.Lock()
+	bufs := q.full
+	if len(q.stage) > 0 {
+		bufs = append(bufs, q.stage)
+		q.stage = nil
 	}
-	clear(buf) // drop references to the items
-	q.spare = buf[:0]
+	q.full = nil
+	q.nfull.Store(0)
+	q.stageMin = math.MaxInt64
+	q.smu.Unlock()
+	return bufs
+}
+
+// applyLocked moves staged adds into the core. Requires fmu and mu held.
+func (q *Queue[T]) applyLocked(bufs [][]staged[T]) {
+	for _, buf := range bufs {
+		q.c.touch(buf)
+		for i := range buf {
+			q.c.addAt(buf[i].item, buf[i].tag, buf[i].at, buf[i].prio, buf[i].key)
+		}
+	}
+}
+
+// recycle clears applied (or dropped) staging buffers and keeps them for reuse.
+func (q *Queue[T]) recycle(bufs [][]staged[T]) {
+	if len(bufs) == 0 {
+		return
+	}
+	for _, buf := range bufs {
+		clear(buf) // drop references to the items
+	}
+	q.smu.Lock()
+	for _, buf := range bufs {
+		if len(q.spares) <= maxFull && !q.sshut {
+			q.spares = append(q.spares, buf[:0])
+		}
+	}
+	q.smu.Unlock()
 }
 
 // drain moves the staged adds into the core.
 func (q *Queue[T]) drain() {
 	q.fmu.Lock()
 	defer q.fmu.Unlock()
-	buf := q.takeStage()
+	bufs := q.takeStage()
 	q.mu.Lock()
 	if !q.shut {
-		q.applyLocked(buf)
+		q.applyLocked(bufs)
 	}
 	q.mu.Unlock()
+	q.recycle(bufs)
 }
 
 // timerSlack is the least time between two firings of the delay timer: a deadline that
@@ -401,18 +466,27 @@ const fireBatch = 256
 // items in deadline order, and re-arms the timer for the next deadline.
 func (q *Queue[T]) fire() {
 	defer q.timerWG.Done()
+	q.pump(true)
+}
+
+// pump moves the staged adds into the core and adds the due items in deadline order; with
+// rearm (on the timer's goroutine) it then sets the timer for the next deadline. Without,
+// the timer stays set as it was, which is no later than any deadline pump leaves pending.
+func (q *Queue[T]) pump(rearm bool) {
 	q.fmu.Lock()
 	defer q.fmu.Unlock()
-	buf := q.takeStage()
+	bufs := q.takeStage()
+	defer q.recycle(bufs)
+	applied := false
 	for {
 		q.mu.Lock()
 		if q.shut {
 			q.mu.Unlock()
 			return
 		}
-		if buf != nil {
-			q.applyLocked(buf)
-			buf = nil
+		if !applied {
+			q.applyLocked(bufs)
+			applied = true
 		}
 		now := q.now()
 		moved, added := q.c.fire(now, fireBatch)
@@ -420,7 +494,7 @@ func (q *Queue[T]) fire() {
 			q.dispatchLocked(now)
 		}
 		more := moved == fireBatch
-		if !more {
+		if !more && rearm {
 			next, ok := q.c.nextDeadline()
 			if !ok {
 				next = math.MaxInt64
@@ -445,6 +519,18 @@ func (q *Queue[T]) fire() {
 			return
 		}
 	}
+}
+
+// dueLocked reports whether a delayed add, staged or in the core, is due. Requires mu held.
+func (q *Queue[T]) dueLocked() bool {
+	next, ok := q.c.nextDeadline()
+	if !ok {
+		next = math.MaxInt64
+	}
+	q.smu.Lock()
+	next = min(next, q.stageMin)
+	q.smu.Unlock()
+	return next != math.MaxInt64 && next <= q.now()
 }
 
 // dispatchLocked hands ready items to blocked Gets. Requires mu held.
@@ -486,6 +572,13 @@ func (q *Queue[T]) finishLocked() {
 func (q *Queue[T]) Get(ctx context.Context) (T, error) {
 	var zero T
 	q.mu.Lock()
+	if q.c.ready == 0 && !q.shut && q.delays.Load() && (q.nfull.Load() > 0 || q.dueLocked()) {
+		// Rather than block, take in the staging buffers that adders filled, and add the
+		// due items now instead of when the timer fires.
+		q.mu.Unlock()
+		q.pump(false)
+		q.mu.Lock()
+	}
 	if q.c.ready > 0 {
 		var now int64
 		if q.metrics != nil {
@@ -604,6 +697,11 @@ func (q *Queue[T]) ShutDown() {
 		q.sshut = true
 		clear(q.stage)
 		q.stage = nil
+		for _, buf := range q.full {
+			clear(buf)
+		}
+		q.full, q.spares = nil, nil
+		q.nfull.Store(0)
 		q.stageMin = math.MaxInt64
 		q.armLocked(math.MaxInt64, 0)
 	}

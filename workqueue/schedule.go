@@ -1,0 +1,400 @@
+package workqueue
+
+import "slices"
+
+// The delay schedule holds the pending delayed adds. Near deadlines go into a timing wheel:
+// a ring of wheelSize buckets, each covering 2^wheelBits nanoseconds of deadlines, filled by
+// appending; a bucket is sorted (by deadline, then by order of scheduling) only when it
+// comes due, so scheduling costs an append and firing a share of one sort of a small,
+// contiguous bucket. Deadlines beyond the ring's horizon wait in an overflow heap and move
+// into the ring as it turns. Both hold elements by value and never point back from
+// entries, so nothing but the element itself moves when another is scheduled or fires.
+//
+// An entry with a pending delayed add records its deadline (entry.dat) and lane
+// (entry.dlane). Moving a deadline earlier schedules a new element and leaves the old one
+// in place, stale: an element is valid iff its entry's dat equals its deadline. Stale
+// elements are skipped when they come due and are compacted away when they outnumber the
+// valid ones.
+
+const (
+	wheelBits = 16 // a bucket spans 2^16 ns = 65.536µs of deadlines
+	wheelSize = 512
+	wheelMask = wheelSize - 1
+	// so the ring's horizon is 512 buckets = 33.6ms ahead of the bucket being fired.
+)
+
+// delayed is one element of the schedule.
+type delayed struct {
+	at   int64 // deadline on the queue's monotonic clock
+	slot int32
+	seq  uint32 // scheduling order, for FIFO among equal deadlines (wraps)
+}
+
+// cmpDelayed orders elements by deadline, then by scheduling order.
+func cmpDelayed(a, b delayed) int {
+	switch {
+	case a.at < b.at:
+		return -1
+	case a.at > b.at:
+		return 1
+	}
+	return int(int32(a.seq - b.seq))
+}
+
+// bucket is one slot of the wheel.
+type bucket struct {
+	els    []delayed
+	sorted bool // els is in cmpDelayed order
+}
+
+// schedule is the delay schedule; see above.
+//
+// Invariants: with K(x) = x.at >> wheelBits, the ring holds inRing elements, bucket
+// ring[k & wheelMask] holds elements with K == k for cur < k < cur+wheelSize, and those with
+// K <= cur for k == cur; every overflow element has K >= cur+wheelSize and over is a 4-ary
+// min-heap in cmpDelayed order; pending is the number of entries with dat != 0, each has
+// exactly one valid element, and stale == inRing + len(over) - pending.
+type schedule struct {
+	ring    []bucket // wheelSize buckets, made on first use
+	cur     int64    // the bucket being fired
+	inRing  int
+	over    []delayed
+	seq     uint32
+	pending int
+	stale   int
+	// keys and tmp are scratch space for sortBucket.
+	keys []uint64
+	tmp  []delayed
+}
+
+// valid reports whether el is its entry's pending delayed add.
+func (c *core[T]) valid(el delayed) bool { return c.e(el.slot).dat == el.at }
+
+// addAt schedules item to be added at deadline at (> 0). A pending earlier deadline wins;
+// the priority is the highest requested. tag is tagOf(item).
+func (c *core[T]) addAt(item T, tag uint32, at int64, prio int, key string) {
+	s, pos := c.lookup(item, tag)
+	if s == none {
+		s = c.alloc(item, tag, pos)
+	} else if c.e(s).state() == stCached {
+		c.revive(s)
+	}
+	e := c.e(s)
+	if e.dat != 0 {
+		if prio > c.lanes[e.dlane].prio {
+			l := c.acquire(prio, key)
+			c.unref(e.dlane)
+			e.dlane = l
+		}
+		if at >= e.dat {
+			return
+		}
+		e.dat = at
+		c.sched.stale++ // the element of the later deadline
+		c.insert(s, at)
+		if d := &c.sched; d.stale > d.pending+compactMin {
+			c.compactSchedule()
+		}
+		return
+	}
+	e.dat = at
+	e.dlane = c.acquire(prio, key)
+	c.sched.pending++
+	c.insert(s, at)
+}
+
+// insert adds an element for slot s at deadline at.
+func (c *core[T]) insert(s int32, at int64) {
+	d := &c.sched
+	d.seq++
+	el := delayed{at: at, slot: s, seq: d.seq}
+	if d.ring == nil {
+		d.ring = make([]bucket, wheelSize)
+	}
+	k := at >> wheelBits
+	if d.inRing == 0 { // the ring may start anywhere: at this deadline, if before the overflow's
+		d.cur = k
+		if len(d.over) > 0 {
+			d.cur = min(k, d.over[0].at>>wheelBits)
+		}
+		c.refill()
+	}
+	k = max(k, d.cur)
+	if k-d.cur >= wheelSize {
+		d.over = append(d.over, el)
+		overUp(d.over, len(d.over)-1)
+		return
+	}
+	b := &d.ring[k&wheelMask]
+	if n := len(b.els); n == 0 {
+		b.sorted = true
+	} else if b.sorted && el.at < b.els[n-1].at {
+		b.sorted = false
+	}
+	b.els = append(b.els, el)
+	d.inRing++
+}
+
+// refill moves the overflow elements that fall within the ring's horizon into the ring,
+// dropping stale ones.
+func (c *core[T]) refill() {
+	d := &c.sched
+	for len(d.over) > 0 {
+		el := d.over[0]
+		k := el.at >> wheelBits
+		if k-d.cur >= wheelSize {
+			return
+		}
+		overPop(&d.over)
+		if !c.valid(el) {
+			d.stale--
+			continue
+		}
+		k = max(k, d.cur)
+		b := &d.ring[k&wheelMask]
+		if n := len(b.els); n == 0 {
+			b.sorted = true
+		} else if b.sorted && cmpDelayed(el, b.els[n-1]) < 0 {
+			b.sorted = false
+		}
+		b.els = append(b.els, el)
+		d.inRing++
+	}
+}
+
+// sortBucket puts b in cmpDelayed order. A bucket's elements are in scheduling order
+// (elements are appended as they are scheduled, and those moved in from the overflow come
+// first, oldest first), so sorting by deadline with ties kept in place is enough; with
+// every deadline within the bucket's 2^wheelBits ns, a deadline's offset and the element's
+// index pack into one integer, which sorts far faster than elements with a comparison
+// function. Other buckets (the current one may hold earlier deadlines) sort the slow way.
+func (c *core[T]) sortBucket(b *bucket) {
+	if b.sorted {
+		return
+	}
+	b.sorted = true
+	els := b.els
+	base := els[0].at &^ (1<<wheelBits - 1)
+	keys := c.sched.keys[:0]
+	for i, el := range els {
+		off := el.at - base
+		if off < 0 || off >= 1<<wheelBits {
+			slices.SortFunc(els, cmpDelayed)
+			return
+		}
+		keys = append(keys, uint64(off)<<32|uint64(i))
+	}
+	slices.Sort(keys)
+	tmp := append(c.sched.tmp[:0], els...)
+	for i, k := range keys {
+		els[i] = tmp[uint32(k)]
+	}
+	c.sched.keys, c.sched.tmp = keys[:0], tmp[:0]
+}
+
+// trim sorts bucket b and drops the stale elements at its head.
+func (c *core[T]) trim(b *bucket) {
+	c.sortBucket(b)
+	i := 0
+	for i < len(b.els) && !c.valid(b.els[i]) {
+		i++
+	}
+	c.dropHead(b, i)
+	c.sched.stale -= i
+}
+
+// dropHead removes the first i elements of b.
+func (c *core[T]) dropHead(b *bucket, i int) {
+	if i == 0 {
+		return
+	}
+	n := copy(b.els, b.els[i:])
+	clear(b.els[n:])
+	b.els = b.els[:n]
+	c.sched.inRing -= i
+}
+
+// fire adds, in deadline order, up to limit items due at now, and returns how many were
+// moved and how many of those became pending.
+func (c *core[T]) fire(now int64, limit int) (moved, added int) {
+	d := &c.sched
+	for moved < limit {
+		if d.inRing == 0 {
+			if len(d.over) == 0 {
+				break
+			}
+			d.cur = max(d.cur, min(now>>wheelBits, d.over[0].at>>wheelBits))
+			c.refill()
+			if d.inRing == 0 {
+				break
+			}
+		}
+		b := &d.ring[d.cur&wheelMask]
+		if len(b.els) == 0 {
+			if now>>wheelBits <= d.cur {
+				break // the bucket's time is not over: later ones are not due
+			}
+			d.cur++
+			c.refill()
+			continue
+		}
+		c.sortBucket(b)
+		// Read the due elements' entries first, so that their cache misses overlap.
+		var acc int64
+		for _, el := range b.els[:min(len(b.els), limit-moved)] {
+			if el.at > now {
+				break
+			}
+			acc |= c.e(el.slot).dat
+		}
+		c.touched = uint64(acc)
+		i, stale := 0, 0
+		for i < len(b.els) && moved < limit {
+			el := b.els[i]
+			if el.at > now {
+				break
+			}
+			i++
+			e := c.e(el.slot)
+			if e.dat != el.at {
+				stale++
+				continue
+			}
+			e.dat = 0
+			l := e.dlane
+			e.dlane = none
+			d.pending--
+			if c.enqueue(el.slot, l, now) {
+				added++
+			}
+			moved++
+		}
+		d.stale -= stale
+		c.dropHead(b, i)
+		if len(b.els) > 0 {
+			break // the rest is not due (or the limit is reached)
+		}
+	}
+	return moved, added
+}
+
+// nextDeadline returns the earliest pending deadline, or false when none is pending.
+func (c *core[T]) nextDeadline() (int64, bool) {
+	d := &c.sched
+	if d.pending == 0 {
+		return 0, false
+	}
+	if d.inRing > 0 {
+		for k := d.cur; k < d.cur+wheelSize; k++ {
+			b := &d.ring[k&wheelMask]
+			if len(b.els) == 0 {
+				continue
+			}
+			c.trim(b)
+			if len(b.els) > 0 {
+				return b.els[0].at, true
+			}
+		}
+	}
+	for len(d.over) > 0 && !c.valid(d.over[0]) {
+		overPop(&d.over)
+		d.stale--
+	}
+	if len(d.over) == 0 {
+		return 0, false // unreachable while the invariants hold
+	}
+	return d.over[0].at, true
+}
+
+// compactSchedule drops every stale element.
+func (c *core[T]) compactSchedule() {
+	d := &c.sched
+	for i := range d.ring {
+		b := &d.ring[i]
+		n := len(b.els)
+		b.els = slices.DeleteFunc(b.els, func(el delayed) bool { return !c.valid(el) })
+		d.inRing -= n - len(b.els)
+	}
+	d.over = slices.DeleteFunc(d.over, func(el delayed) bool { return !c.valid(el) })
+	for i := (len(d.over) - 2) / 4; i >= 0; i-- {
+		overDown(d.over, i)
+	}
+	d.stale = 0
+}
+
+// dropDelayed forgets every pending delayed add (at shut-down).
+func (c *core[T]) dropDelayed() {
+	d := &c.sched
+	drop := func(el delayed) {
+		e := c.e(el.slot)
+		if e.dat != el.at {
+			return
+		}
+		e.dat = 0
+		c.unref(e.dlane)
+		e.dlane = none
+		if e.state() == stIdle {
+			c.release(el.slot)
+		}
+	}
+	for i := range d.ring {
+		for _, el := range d.ring[i].els {
+			drop(el)
+		}
+	}
+	for _, el := range d.over {
+		drop(el)
+	}
+	c.sched = schedule{seq: d.seq}
+}
+
+// scheduled returns the number of pending delayed adds.
+func (c *core[T]) scheduled() int { return c.sched.pending }
+
+// --- overflow heap: 4-ary min-heap in cmpDelayed order ---
+
+func overUp(h []delayed, i int) {
+	x := h[i]
+	for i > 0 {
+		p := (i - 1) / 4
+		if cmpDelayed(h[p], x) <= 0 {
+			break
+		}
+		h[i] = h[p]
+		i = p
+	}
+	h[i] = x
+}
+
+func overDown(h []delayed, i int) {
+	n := len(h)
+	x := h[i]
+	for {
+		first := 4*i + 1
+		if first >= n {
+			break
+		}
+		m := first
+		for j := first + 1; j < min(first+4, n); j++ {
+			if cmpDelayed(h[j], h[m]) < 0 {
+				m = j
+			}
+		}
+		if cmpDelayed(h[m], x) >= 0 {
+			break
+		}
+		h[i] = h[m]
+		i = m
+	}
+	h[i] = x
+}
+
+func overPop(hp *[]delayed) {
+	h := *hp
+	last := len(h) - 1
+	h[0] = h[last]
+	*hp = h[:last]
+	if last > 0 {
+		overDown(*hp, 0)
+	}
+}
