@@ -357,16 +357,19 @@ func (m *machine[T]) watch(ctx context.Context, s watching) state {
 	// events: a quiet collection is not a failing one.
 	settled := time.NewTimer(shortWatch)
 	defer settled.Stop()
+	settledC := settled.C // nil once fired: a select without a timer case is cheaper
+	results := w.ResultChan()
 	for {
 		var e watch.Event
 		var ok bool
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-settled.C:
+		case <-settledC:
+			settledC = nil
 			m.r.update(func(h *Health) { h.ConsecutiveFailures = 0 })
 			continue
-		case e, ok = <-w.ResultChan():
+		case e, ok = <-results:
 		}
 		if !ok {
 			if ctx.Err() != nil {
