@@ -11,7 +11,7 @@ export CTRLKIT_CONTROLPLANE_BIN := $(CP_DIR)
 
 E2E_PKGS = $$($(GO) list -tags e2e ./... | grep '/e2e$$')
 
-.PHONY: test unit e2e vet controlplane bench bench-server demo clean-controlplane
+.PHONY: test unit e2e vet controlplane bench bench-short bench-server demo clean-controlplane
 
 ## test: vet, all unit tests with -race, then the end-to-end tests against a real control plane
 test: vet unit e2e
@@ -41,13 +41,21 @@ $(CP_DIR)/kube-apiserver:
 clean-controlplane:
 	rm -rf $(CURDIR)/.cache/controlplane
 
-## bench: side-by-side benchmarks against client-go (not part of test)
-bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 5 -timeout 60m ./bench/
+## bench: the whole side-by-side suite against client-go and controller-runtime, 5 rounds each
+## (about 8-11 minutes on 2 cores), then bench/RESULTS.md, bench/results/*.png and the raw outputs
+## in bench/results/raw (see bench/report). SHORT=1 is bench-short. Not part of test.
+bench: controlplane
+	cd bench/report && $(GO) run . $(if $(SHORT),-short)
 
-## bench-server: informer sync of 50,000 ConfigMaps from a real apiserver, ctrlkit vs client-go
+## bench-short: the same suite in 1 round with -short inputs (about 2 minutes), reported in
+## bench/results/short/RESULTS.md, for quick checks
+bench-short: controlplane
+	cd bench/report && $(GO) run . -short
+
+## bench-server: only the informer sync of 50,000 ConfigMaps from a real apiserver, ctrlkit vs
+## client-go (5,000 with SHORT=1); prints the results, leaves the report alone
 bench-server: controlplane
-	$(GO) test -tags e2e -run '^$$' -bench BenchmarkServerInformerSync -benchtime 1x -count 5 -timeout 30m ./bench/
+	$(GO) test -tags e2e -run '^$$' -bench BenchmarkServerInformerSync -benchmem -benchtime 1x -count $(if $(SHORT),1,5) $(if $(SHORT),-short) -timeout 30m ./bench/
 
 ## demo: start a local control plane and watch objects change; leaves nothing running
 demo: controlplane

@@ -100,7 +100,7 @@ func BenchmarkDeltaFIFOThroughput(b *testing.B) {
 		{"client-go", func() fifoQueue { return fifoClientgo(idxClientgo()) }},
 		{"client-go-atomic", fifoClientgoAtomic},
 	} {
-		b.Run(impl.name, func(b *testing.B) {
+		b.Run("impl="+impl.name, func(b *testing.B) {
 			b.ReportAllocs()
 			q := impl.new()
 			var wg sync.WaitGroup
@@ -146,7 +146,7 @@ func BenchmarkDeltaFIFORelist(b *testing.B) {
 		{"ctrlkit", func() fifoQueue { return fifoCtrlkit(ck) }},
 		{"client-go", func() fifoQueue { return fifoClientgo(cg) }},
 	} {
-		b.Run(impl.name, func(b *testing.B) {
+		b.Run("impl="+impl.name, func(b *testing.B) {
 			b.ReportAllocs()
 			var peak uint64
 			for b.Loop() {

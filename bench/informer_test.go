@@ -286,7 +286,7 @@ var infImpls = []struct {
 	start func(*testing.B, *infSource, int, int64) *infRun
 }{
 	{"ctrlkit", infStartCtrlkit},
-	{"clientgo", infStartClientgo},
+	{"client-go", infStartClientgo},
 }
 
 // BenchmarkInformerEvents: watch events per second through the informer to 1
@@ -296,7 +296,7 @@ func BenchmarkInformerEvents(b *testing.B) {
 	infInputs()
 	for _, handlers := range []int{1, 10} {
 		for _, impl := range infImpls {
-			b.Run(fmt.Sprintf("handlers=%d/%s", handlers, impl.name), func(b *testing.B) {
+			b.Run(fmt.Sprintf("handlers=%d/impl=%s", handlers, impl.name), func(b *testing.B) {
 				src := &infSource{start: make(chan struct{}), n: b.N}
 				r := impl.start(b, src, handlers, int64(b.N))
 				r.waitInitial(b)
@@ -322,7 +322,7 @@ func BenchmarkInformerInitialList(b *testing.B) {
 	infInputs()
 	for _, handlers := range []int{1, 10} {
 		for _, impl := range infImpls {
-			b.Run(fmt.Sprintf("handlers=%d/%s", handlers, impl.name), func(b *testing.B) {
+			b.Run(fmt.Sprintf("handlers=%d/impl=%s", handlers, impl.name), func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
 					src := &infSource{start: make(chan struct{}), n: 0}

@@ -42,7 +42,7 @@ func (k keyList) AppendKeys(dst []string) []string { return append(dst, k...) }
 // rate-limited work queue (Get, reconcile, Forget, Done). ns/op is per key.
 func BenchmarkReconcileThroughput(b *testing.B) {
 	for _, workers := range []int{1, 8} {
-		b.Run(fmt.Sprintf("ctrlkit/workers=%d", workers), func(b *testing.B) {
+		b.Run(fmt.Sprintf("workers=%d/impl=ctrlkit", workers), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				var n atomic.Int64
@@ -65,7 +65,7 @@ func BenchmarkReconcileThroughput(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(reconcileKeys)), "ns/key")
 		})
-		b.Run(fmt.Sprintf("client-go/workers=%d", workers), func(b *testing.B) {
+		b.Run(fmt.Sprintf("workers=%d/impl=client-go", workers), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				q := cgworkqueue.NewTypedRateLimitingQueue(cgworkqueue.DefaultTypedControllerRateLimiter[string]())

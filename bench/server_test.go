@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"runtime/metrics"
 	"sync"
@@ -45,12 +46,20 @@ import (
 // its own as a streaming list decodes them, managedFields stripped, held by a
 // []*corev1.ConfigMap: the floor any cache of these objects must pay.
 //
+// The control plane is started and filled once per process and shared by the
+// rounds of -count; each library syncs once, unmeasured, before the first round.
+// With -short it holds 5,000 objects. When CTRLKIT_BENCH_SERIES
+// names a directory, the heap during the first sync and relist of each round is
+// written there as heap-sync-<impl>.csv and heap-relist-<impl>.csv (every 20ms).
+//
 // Run with -benchtime 1x: every iteration is a whole sync and relist.
 //
 //	CTRLKIT_CONTROLPLANE_BIN=... go test -tags e2e -run '^$' -bench BenchmarkServerInformerSync -benchtime 1x -count 5 -timeout 30m ./bench/
 
+// srvObjects is the number of ConfigMaps: 50,000, or 5,000 with -short.
+var srvObjects = 50000
+
 const (
-	srvObjects   = 50000
 	srvNamespace = "srv-bench"
 	srvBumpNS    = "srv-bump"
 	srvWriters   = 32
@@ -64,32 +73,79 @@ type srvEnv struct {
 	objectsMB float64
 }
 
-// srvStart starts the control plane, fills it and measures the objects' size.
+// srvShared is the control plane of the first srvStart, reused by the later
+// rounds of -count and stopped by TestMain, so that the objects are written once.
+var (
+	srvShared    *srvEnv
+	srvSharedErr error
+	srvOnce      sync.Once
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if srvShared != nil {
+		srvShared.env.Stop()
+	}
+	os.Exit(code)
+}
+
+// srvStart returns the shared control plane, started, filled and measured on the
+// first call.
 func srvStart(b *testing.B) *srvEnv {
+	srvOnce.Do(func() {
+		if testing.Short() {
+			srvObjects = 5000
+		}
+		srvShared, srvSharedErr = srvStartEnv()
+	})
+	if srvSharedErr != nil {
+		b.Fatal(srvSharedErr)
+	}
+	return srvShared
+}
+
+// srvStartEnv starts the control plane, fills it and measures the objects' size.
+func srvStartEnv() (_ *srvEnv, err error) {
 	ctx := context.Background()
 	env, err := testenv.Start(ctx, testenv.Config{})
 	if err != nil {
-		b.Fatal(err)
+		return nil, err
 	}
-	b.Cleanup(func() { env.Stop() })
+	defer func() {
+		if err != nil {
+			env.Stop()
+		}
+	}()
 	client, err := kubernetes.NewForConfig(reflector.WithProtobuf(env.Config()))
 	if err != nil {
-		b.Fatal(err)
+		return nil, err
 	}
 	s := &srvEnv{env: env, client: client}
 	for _, ns := range []string{srvNamespace, srvBumpNS} {
 		if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-			b.Fatal(err)
+			return nil, err
 		}
 	}
 	if err := srvFill(ctx, client); err != nil {
-		b.Fatal(err)
+		return nil, err
 	}
-	s.objectsMB, err = srvObjectsMB(ctx, client)
-	if err != nil {
-		b.Fatal(err)
+	if s.objectsMB, err = srvObjectsMB(ctx, client); err != nil {
+		return nil, err
 	}
-	return s
+	// One unmeasured sync by each library, so that the first measured one (always
+	// ctrlkit's: Go runs the sub-benchmarks in order) does not pay for the API
+	// server's cold watch cache alone.
+	for _, start := range []func(kubernetes.Interface) *srvInformer{srvStartCtrlkit, srvStartClientgo} {
+		inf := start(client)
+		werr := srvWait("warm-up sync", srvTimeout, inf.hasSynced)
+		if serr := inf.stop(); werr == nil {
+			werr = serr
+		}
+		if werr != nil {
+			return nil, werr
+		}
+	}
+	return s, nil
 }
 
 // srvFill creates srvObjects ConfigMaps with srvWriters concurrent writers.
@@ -101,7 +157,7 @@ func srvFill(ctx context.Context, client kubernetes.Interface) error {
 		wg.Go(func() {
 			for {
 				i := next.Add(1) - 1
-				if i >= srvObjects {
+				if i >= int64(srvObjects) {
 					return
 				}
 				cm := &corev1.ConfigMap{
@@ -113,7 +169,7 @@ func srvFill(ctx context.Context, client kubernetes.Interface) error {
 				}
 				if _, err := client.CoreV1().ConfigMaps(srvNamespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 					errs <- fmt.Errorf("create %s: %w", cm.Name, err)
-					next.Store(srvObjects) // stop the other writers
+					next.Store(int64(srvObjects)) // stop the other writers
 					return
 				}
 			}
@@ -291,7 +347,7 @@ func srvStartClientgo(client kubernetes.Interface) *srvInformer {
 			}
 		},
 		relisted: func() bool {
-			if transformed.Load()-transformedBefore < srvObjects {
+			if transformed.Load()-transformedBefore < int64(srvObjects) {
 				return false
 			}
 			for i, k := range probe {
@@ -362,11 +418,22 @@ type srvResult struct {
 	sync           time.Duration
 	heapMB, peakMB float64
 	stats          string
+	// syncHeap and relistHeap are the heap (objects bytes above the baseline, in
+	// MB) every srvSeriesEvery during the sync and during the relist.
+	syncHeap, relistHeap []seriesPoint
+}
+
+const srvSeriesEvery = 20 * time.Millisecond
+
+// srvHeapSeries samples the heap in MB above base.
+func srvHeapSeries(base uint64) *seriesRecorder {
+	return seriesRecord(srvSeriesEvery, func() float64 { return srvMB(seriesHeapBytes(), base) })
 }
 
 // once starts one informer, measures its sync and its relist, and stops it.
 func (s *srvEnv) once(ctx context.Context, b *testing.B, start func(kubernetes.Interface) *srvInformer) (r srvResult, err error) {
 	base := srvLiveHeap()
+	syncSeries := srvHeapSeries(base)
 	t0 := time.Now()
 	b.StartTimer()
 	inf := start(s.client)
@@ -377,10 +444,12 @@ func (s *srvEnv) once(ctx context.Context, b *testing.B, start func(kubernetes.I
 	}()
 	if err := srvWait("initial sync", srvTimeout, inf.hasSynced); err != nil {
 		b.StopTimer()
+		syncSeries.Stop()
 		return r, err
 	}
 	b.StopTimer()
 	r.sync = time.Since(t0)
+	r.syncHeap = syncSeries.Stop()
 	r.heapMB = srvMB(srvLiveHeap(), base)
 	if n := inf.len(); n != srvObjects {
 		return r, fmt.Errorf("cache holds %d objects after sync, want %d", n, srvObjects)
@@ -388,9 +457,11 @@ func (s *srvEnv) once(ctx context.Context, b *testing.B, start func(kubernetes.I
 
 	inf.relistMark()
 	sampler := srvSample()
+	relistSeries := srvHeapSeries(base)
 	restarts, err := s.srvRelist(ctx, inf)
 	time.Sleep(250 * time.Millisecond) // the tail of the relist's garbage
 	peak := sampler.peak()
+	r.relistHeap = relistSeries.Stop()
 	if err != nil {
 		return r, err
 	}
@@ -402,7 +473,9 @@ func (s *srvEnv) once(ctx context.Context, b *testing.B, start func(kubernetes.I
 	return r, nil
 }
 
-func (s *srvEnv) run(b *testing.B, start func(kubernetes.Interface) *srvInformer) {
+// run measures b.N iterations; the heap series of the first one are written for
+// the report's charts (see seriesEnv) under the name impl.
+func (s *srvEnv) run(b *testing.B, impl string, start func(kubernetes.Interface) *srvInformer) {
 	ctx := context.Background()
 	var sum srvResult
 	b.StopTimer()
@@ -413,6 +486,8 @@ func (s *srvEnv) run(b *testing.B, start func(kubernetes.Interface) *srvInformer
 		}
 		if i == 0 {
 			b.Log(r.stats)
+			seriesWrite(b, "heap-sync", impl, "heap_mb", r.syncHeap)
+			seriesWrite(b, "heap-relist", impl, "heap_mb", r.relistHeap)
 		}
 		sum.sync += r.sync
 		sum.heapMB += r.heapMB
@@ -431,6 +506,6 @@ func (s *srvEnv) run(b *testing.B, start func(kubernetes.Interface) *srvInformer
 // synced.
 func BenchmarkServerInformerSync(b *testing.B) {
 	s := srvStart(b)
-	b.Run("impl=ctrlkit", func(b *testing.B) { s.run(b, srvStartCtrlkit) })
-	b.Run("impl=client-go", func(b *testing.B) { s.run(b, srvStartClientgo) })
+	b.Run("impl=ctrlkit", func(b *testing.B) { s.run(b, "ctrlkit", srvStartCtrlkit) })
+	b.Run("impl=client-go", func(b *testing.B) { s.run(b, "client-go", srvStartClientgo) })
 }

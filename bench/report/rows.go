@@ -1,0 +1,62 @@
+package main
+
+// The ratio table: which case, which unit, which baseline and which target, as the
+// package issues state them (issue 3: workqueue, issue 4: indexer and deltafifo,
+// issue 5: informer). A time ratio ctrlkit/client-go of at most 0.5 is "at least
+// 2× client-go's throughput".
+
+// rows lists the table's lines in display order.
+var rows = []row{
+	// workqueue
+	{area: "workqueue", title: "Add/Get/Done 4 producers × 4 workers × 1k keys", c: "WorkqueueAddGetDone/p4w4k1000", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× throughput (ratio ≤ 0.50)"}},
+	{area: "workqueue", title: "Add/Get/Done 4×4×1k", c: "WorkqueueAddGetDone/p4w4k1000", unit: "allocs/op", target: target{kind: absMax, value: 0, text: "0 allocs/op"}},
+	{area: "workqueue", title: "Add/Get/Done 1 producer × 1 worker × 100k keys", c: "WorkqueueAddGetDone/p1w1k100000", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× throughput (ratio ≤ 0.50)"}},
+	{area: "workqueue", title: "Add/Get/Done 1×1×100k", c: "WorkqueueAddGetDone/p1w1k100000", unit: "allocs/op", target: target{kind: absMax, value: 0, text: "0 allocs/op"}},
+	{area: "workqueue", title: "Add/Get/Done 8 producers × 16 workers × 10k keys", c: "WorkqueueAddGetDone/p8w16k10000", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× throughput (ratio ≤ 0.50)"}},
+	{area: "workqueue", title: "Add/Get/Done 8×16×10k", c: "WorkqueueAddGetDone/p8w16k10000", unit: "allocs/op", target: target{kind: absMax, value: 0, text: "0 allocs/op"}},
+	{area: "workqueue", title: "AddAfter of distinct keys, fired", c: "WorkqueueAddAfter", unit: "sec/op", target: target{kind: ratioMax, value: 1.0 / 3, text: "≥3× throughput (ratio ≤ 0.33)"}},
+	{area: "workqueue", title: "AddAfter", c: "WorkqueueAddAfter", unit: "allocs/op"},
+	{area: "workqueue", title: "AddRateLimited over 10k keys", c: "WorkqueueAddRateLimited", unit: "sec/op", target: target{kind: ratioMax, value: 1.0 / 3, text: "≥3× throughput (ratio ≤ 0.33)"}},
+	{area: "workqueue", title: "AddRateLimited", c: "WorkqueueAddRateLimited", unit: "allocs/op"},
+	{area: "workqueue", title: "memory per waiting item (1M AddAfter)", c: "WorkqueueWaitingMemory", unit: "B/item", target: target{kind: ratioMax, value: 1, text: "≤ client-go (ratio ≤ 1)"}},
+
+	// indexer
+	{area: "indexer", title: "Add to 100k objects, 2 indexes", c: "IndexerAdd", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× ops/s (ratio ≤ 0.50)"}},
+	{area: "indexer", title: "Update (same index values)", c: "IndexerUpdate", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× ops/s (ratio ≤ 0.50)"}},
+	{area: "indexer", title: "Update moving an index value", c: "IndexerUpdateMove", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× ops/s (ratio ≤ 0.50)"}},
+	{area: "indexer", title: "Delete", c: "IndexerDelete", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× ops/s (ratio ≤ 0.50)"}},
+	{area: "indexer", title: "ByIndex: 1k of 100k", c: "IndexerByIndex", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× (ratio ≤ 0.50)"}},
+	{area: "indexer", title: "ByIndex", c: "IndexerByIndex", unit: "allocs/op", target: target{kind: ratioMax, value: 0.999, text: "fewer allocs (ratio < 1)"}},
+	{area: "indexer", title: "ByIndex, typed result (client-go: ByIndex then []*ConfigMap, as a typed caller needs)", c: "IndexerByIndex", base: "client-go-typed", unit: "allocs/op", target: target{kind: ratioMax, value: 0.999, text: "fewer allocs (ratio < 1)"}},
+	{area: "indexer", title: "AppendByIndex into a reused buffer", c: "IndexerByIndex", impl: "ctrlkit-append", unit: "allocs/op", target: target{kind: ratioMax, value: 0.999, text: "fewer allocs (ratio < 1)"}},
+	{area: "indexer", title: "Replace 100k into an empty store", c: "IndexerReplace/initial", unit: "sec/op"},
+	{area: "indexer", title: "Replace 100k into an empty store: peak heap", c: "IndexerReplace/initial", unit: "peak-B", target: target{kind: ratioMax, value: 0.6, text: "≤ 0.6×"}},
+	{area: "indexer", title: "Replace 100k over 100k (relist)", c: "IndexerReplace/relist", unit: "sec/op"},
+	{area: "indexer", title: "Replace 100k over 100k (relist): peak heap", c: "IndexerReplace/relist", unit: "peak-B", target: target{kind: ratioMax, value: 0.6, text: "≤ 0.6×"}},
+	{area: "indexer", title: "memory per cached object (store only)", c: "IndexerMemory", unit: "B/object", target: target{kind: ratioMax, value: 1, text: "≤ client-go (ratio ≤ 1)"}},
+
+	// deltafifo
+	{area: "deltafifo", title: "delta throughput, producer → consumer (vs RealFIFO)", c: "DeltaFIFOThroughput", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× ops/s (ratio ≤ 0.50)"}},
+	{area: "deltafifo", title: "delta throughput (vs atomic RealFIFO, v0.37 default)", c: "DeltaFIFOThroughput", base: "client-go-atomic", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× ops/s (ratio ≤ 0.50)"}},
+	{area: "deltafifo", title: "relist of 100k, queued and popped", c: "DeltaFIFORelist", unit: "sec/op"},
+	{area: "deltafifo", title: "relist of 100k: peak heap", c: "DeltaFIFORelist", unit: "peak-B"},
+
+	// informer
+	{area: "informer", title: "in-memory events → 1 handler", c: "InformerEvents/handlers=1", unit: "events/s", better: higherBetter, target: target{kind: ratioMin, value: 2, text: "≥2× (ratio ≥ 2)"}},
+	{area: "informer", title: "in-memory events → 10 handlers", c: "InformerEvents/handlers=10", unit: "events/s", better: higherBetter, target: target{kind: ratioMin, value: 2, text: "≥2× (ratio ≥ 2)"}},
+	{area: "informer", title: "in-memory events → 1 handler", c: "InformerEvents/handlers=1", unit: "allocs/op"},
+	{area: "informer", title: "initial list of 1k → 1 handler", c: "InformerInitialList/handlers=1", unit: "sec/op"},
+	{area: "informer", title: "initial list of 1k → 10 handlers", c: "InformerInitialList/handlers=10", unit: "sec/op"},
+	{area: "informer", title: "real server: initial sync of 50k ConfigMaps (5k short)", c: "ServerInformerSync", unit: "sync-ms", target: target{kind: ratioMax, value: 1, text: "≤ client-go (ratio ≤ 1)"}},
+	{area: "informer", title: "real server: heap after sync", c: "ServerInformerSync", unit: "heap-B", target: target{kind: ratioMax, value: 1, text: "≤ client-go (ratio ≤ 1)"}},
+	{area: "informer", title: "real server: heap after sync vs the decoded objects alone", c: "ServerInformerSync", unit: "heap-B", baseUnit: "objects-B", target: target{kind: ratioMax, value: 1.05, text: "≤ 5% above the objects (ratio ≤ 1.05)"}},
+	{area: "informer", title: "real server: peak heap during a forced relist", c: "ServerInformerSync", unit: "relist-peak-B", target: target{kind: ratioMax, value: 0.7, text: "≤ 0.7×"}},
+
+	// reconcile
+	{area: "reconcile", title: "no-op reconcile of 100k keys, 1 worker (vs client-go loop)", c: "ReconcileThroughput/workers=1", unit: "sec/key"},
+	{area: "reconcile", title: "no-op reconcile of 100k keys, 8 workers (vs client-go loop)", c: "ReconcileThroughput/workers=8", unit: "sec/key"},
+	{area: "reconcile", title: "no-op reconcile of 100k keys, 1 worker (vs controller-runtime)", c: "CRReconcileThroughput/workers=1", base: "controller-runtime", unit: "sec/key"},
+	{area: "reconcile", title: "no-op reconcile of 100k keys, 8 workers (vs controller-runtime)", c: "CRReconcileThroughput/workers=8", base: "controller-runtime", unit: "sec/key"},
+	{area: "reconcile", title: "resync of 2k keys every 2s (500 every 1s short): peak queue depth", c: "ResyncQueueDepth", unit: "peak-depth"},
+	{area: "reconcile", title: "resync: mean queue depth", c: "ResyncQueueDepth", unit: "mean-depth"},
+}

@@ -1,0 +1,240 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// binKind names one of the three test binaries the suite runs.
+type binKind int
+
+const (
+	binRoot binKind = iota // package bench of the root module
+	binE2E                 // the same, built with -tags e2e (BenchmarkServerInformerSync)
+	binCR                  // bench/controllerruntime, its own module
+)
+
+// invocation is one run of a test binary: which benchmarks, for how long.
+type invocation struct {
+	bench     string // -test.bench
+	benchtime string // -test.benchtime
+}
+
+// phase is a group of invocations whose outputs go, concatenated, to one raw file.
+//
+// A phase runs in rounds: each round runs every invocation once with -test.count 1,
+// in a new process, so that ctrlkit and its baseline run back to back in every
+// round and a change of the machine's load hits both sides alike (with -count N
+// in one process Go runs the N rounds of one side before the other's). A phase
+// with inProcess set runs its rounds with -test.count N in one process instead,
+// for a setup too costly to repeat (the control plane and its objects).
+type phase struct {
+	name      string // raw/<name>.txt
+	bin       binKind
+	prefix    string // prepended to the cases of this file when parsing
+	runs      []invocation
+	rounds    int
+	inProcess bool
+	series    bool // set CTRLKIT_BENCH_SERIES for it
+}
+
+// profileRun is a benchmark run under the CPU and memory profilers.
+type profileRun struct {
+	name      string // raw/profile-<name>.{txt,cpu.pprof,mem.pprof}
+	title     string
+	bench     string
+	benchtime string
+}
+
+// suite returns the phases of a full or a short run. The -benchtime of each
+// benchmark is chosen so that the full suite fits in 15 minutes on a 2-core
+// machine (5 rounds each) and the short one in 2 minutes (1 round, -short inputs).
+func suite(short bool) ([]phase, []profileRun) {
+	rounds := 5
+	fast, addAfter, heavy, reconcile := "300ms", "1000000x", "3x", "3x"
+	if short {
+		rounds = 1
+		fast, addAfter, heavy, reconcile = "100ms", "100000x", "1x", "1x"
+	}
+	one := func(bench, benchtime string) invocation { return invocation{bench, benchtime} }
+	phases := []phase{
+		{name: "workqueue", bin: binRoot, runs: []invocation{
+			one("^BenchmarkWorkqueueAddGetDone$", fast),
+			one("^BenchmarkWorkqueueAddAfter$", addAfter),
+			one("^BenchmarkWorkqueueAddRateLimited$", fast),
+			one("^BenchmarkWorkqueueWaitingMemory$", "1x"),
+		}},
+		{name: "indexer", bin: binRoot, runs: []invocation{
+			one("^BenchmarkIndexer(Add|Update|UpdateMove|Delete|ByIndex)$", fast),
+			one("^BenchmarkIndexerReplace$", heavy),
+			one("^BenchmarkIndexerMemory$", "1x"),
+		}},
+		{name: "deltafifo", bin: binRoot, runs: []invocation{
+			one("^BenchmarkDeltaFIFOThroughput$", fast),
+			one("^BenchmarkDeltaFIFORelist$", heavy),
+		}},
+		{name: "informer", bin: binRoot, runs: []invocation{
+			one("^BenchmarkInformerEvents$", fast),
+			one("^BenchmarkInformerInitialList$", fast),
+		}},
+		{name: "reconcile", bin: binRoot, runs: []invocation{
+			one("^BenchmarkReconcileThroughput$", reconcile),
+		}},
+		{name: "resync", bin: binRoot, series: true, runs: []invocation{
+			one("^BenchmarkResyncQueueDepth$", "1x"),
+		}},
+		{name: "controllerruntime", bin: binCR, prefix: "CR", runs: []invocation{
+			one("^BenchmarkReconcileThroughput$", reconcile),
+		}},
+		{name: "server", bin: binE2E, series: true, inProcess: true, runs: []invocation{
+			one("^BenchmarkServerInformerSync$", "1x"),
+		}},
+	}
+	for i := range phases {
+		phases[i].rounds = rounds
+	}
+	profTime := "2s"
+	if short {
+		profTime = "300ms"
+	}
+	profiles := []profileRun{
+		{name: "informer", title: "informer pipeline (BenchmarkInformerEvents/handlers=1/impl=ctrlkit)", bench: "^BenchmarkInformerEvents$/^handlers=1$/^impl=ctrlkit$", benchtime: profTime},
+		{name: "workqueue", title: "work queue Add/Get/Done (BenchmarkWorkqueueAddGetDone/p4w4k1000/impl=ctrlkit)", bench: "^BenchmarkWorkqueueAddGetDone$/^p4w4k1000$/^impl=ctrlkit$", benchtime: profTime},
+	}
+	return phases, profiles
+}
+
+// runner builds the test binaries and runs phases.
+type runner struct {
+	root   string // the repository root
+	work   string // a temporary directory for the binaries
+	rawDir string
+	short  bool
+	log    io.Writer
+}
+
+func (r *runner) benchDir(b binKind) string {
+	if b == binCR {
+		return filepath.Join(r.root, "bench", "controllerruntime")
+	}
+	return filepath.Join(r.root, "bench")
+}
+
+func (r *runner) binPath(b binKind) string {
+	return filepath.Join(r.work, [...]string{"bench.test", "bench-e2e.test", "controllerruntime.test"}[b])
+}
+
+// build compiles the three test binaries.
+func (r *runner) build(ctx context.Context) error {
+	for _, b := range []binKind{binRoot, binE2E, binCR} {
+		args := []string{"test", "-c", "-o", r.binPath(b)}
+		if b == binE2E {
+			args = append(args, "-tags", "e2e")
+		}
+		args = append(args, ".")
+		cmd := exec.CommandContext(ctx, "go", args...)
+		cmd.Dir = r.benchDir(b)
+		cmd.Stdout, cmd.Stderr = r.log, r.log
+		fmt.Fprintf(r.log, "report: (cd %s && go %s)\n", cmd.Dir, strings.Join(args, " "))
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("report: building %s: %w", r.binPath(b), err)
+		}
+	}
+	return nil
+}
+
+// testArgs are the flags of one benchmark run.
+func (r *runner) testArgs(inv invocation, count int) []string {
+	args := []string{"-test.run", "^$", "-test.bench", inv.bench, "-test.benchmem",
+		"-test.benchtime", inv.benchtime, "-test.count", strconv.Itoa(count), "-test.timeout", "30m"}
+	if r.short {
+		args = append(args, "-test.short")
+	}
+	return args
+}
+
+// job is one process: an invocation and its -test.count.
+type job struct {
+	inv   invocation
+	count int
+}
+
+// phaseJobs returns the processes of a phase in order: round after round of every
+// invocation with count 1, or each invocation once with count rounds if inProcess.
+func phaseJobs(p phase) []job {
+	var jobs []job
+	if p.inProcess {
+		for _, inv := range p.runs {
+			jobs = append(jobs, job{inv, p.rounds})
+		}
+		return jobs
+	}
+	for range p.rounds {
+		for _, inv := range p.runs {
+			jobs = append(jobs, job{inv, 1})
+		}
+	}
+	return jobs
+}
+
+// runPhase runs every invocation of p, writing the outputs to raw/<name>.txt and to
+// the log. It goes on after a failed invocation and returns the first error.
+func (r *runner) runPhase(ctx context.Context, p phase, seriesDir string) (time.Duration, error) {
+	start := time.Now()
+	f, err := os.Create(filepath.Join(r.rawDir, p.name+".txt"))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	var first error
+	for _, j := range phaseJobs(p) {
+		inv := j.inv
+		args := r.testArgs(inv, j.count)
+		cmd := exec.CommandContext(ctx, r.binPath(p.bin), args...)
+		cmd.Dir = r.benchDir(p.bin)
+		cmd.Env = os.Environ()
+		if p.series {
+			cmd.Env = append(cmd.Env, "CTRLKIT_BENCH_SERIES="+seriesDir)
+		}
+		// Only stdout goes to the raw file: library logs on stderr (klog) could otherwise
+		// land in the middle of a result line and lose it.
+		cmd.Stdout = io.MultiWriter(f, r.log)
+		cmd.Stderr = r.log
+		fmt.Fprintf(r.log, "report: %s %s\n", filepath.Base(r.binPath(p.bin)), strings.Join(args, " "))
+		if err := cmd.Run(); err != nil && first == nil {
+			first = fmt.Errorf("report: %s: %s: %w", p.name, inv.bench, err)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return time.Since(start), first
+}
+
+// runProfile runs one profiled benchmark.
+func (r *runner) runProfile(ctx context.Context, p profileRun) error {
+	out, err := os.Create(filepath.Join(r.rawDir, "profile-"+p.name+".txt"))
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	args := append(r.testArgs(invocation{p.bench, p.benchtime}, 1),
+		"-test.cpuprofile", filepath.Join(r.rawDir, "profile-"+p.name+".cpu.pprof"),
+		"-test.memprofile", filepath.Join(r.rawDir, "profile-"+p.name+".mem.pprof"))
+	cmd := exec.CommandContext(ctx, r.binPath(binRoot), args...)
+	cmd.Dir = r.benchDir(binRoot)
+	cmd.Stdout = io.MultiWriter(out, r.log)
+	cmd.Stderr = cmd.Stdout
+	fmt.Fprintf(r.log, "report: bench.test %s\n", strings.Join(args, " "))
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("report: profile %s: %w", p.name, err)
+	}
+	return nil
+}
