@@ -136,10 +136,10 @@ func run(ctx context.Context, duration time.Duration, rate float64, seed uint64)
 	fmt.Printf("controllers running; workload for %v at about %.0f writes/s (-seed %d)\n", duration, rate, seed)
 
 	w := newWorkload(c, seed, []*stats{sc, nc, pc}, inj, netc, psc)
-	genCtx, stopGen := context.WithTimeout(runCtx, duration)
+	genCtx, stopGen := context.WithCancel(runCtx)
 	defer stopGen()
 	genDone := make(chan error, 1)
-	go func() { genDone <- w.run(genCtx, rate) }()
+	go func() { genDone <- w.run(genCtx, duration, rate) }()
 
 	fmt.Println("progress columns: sidecar/network/podset; cache lag is from sending a write to the controller's cache holding it")
 	p := newProgress(w)

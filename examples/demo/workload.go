@@ -81,15 +81,20 @@ func newWorkload(c *clients, seed uint64, s []*stats, inj, netc, psc cacheWaiter
 	return w
 }
 
-// run writes at about rate writes per second until ctx ends.
-func (w *workload) run(ctx context.Context, rate float64) error {
+// run writes at about rate writes per second for duration, or until ctx ends. Writes use
+// ctx itself, not a deadline, so that the last one is not cut short half-way.
+func (w *workload) run(ctx context.Context, duration time.Duration, rate float64) error {
 	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
 	defer tick.Stop()
+	end := time.Now().Add(duration)
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-tick.C:
+		case now := <-tick.C:
+			if now.After(end) {
+				return nil
+			}
 		}
 		if err := w.step(ctx); err != nil {
 			if ctx.Err() != nil {
