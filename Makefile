@@ -11,10 +11,11 @@ export CTRLKIT_CONTROLPLANE_BIN := $(CP_DIR)
 
 E2E_PKGS = $$($(GO) list -tags e2e ./... | grep '/e2e$$')
 
-.PHONY: test unit e2e vet controlplane bench bench-short bench-server demo clean-controlplane
+.PHONY: test unit modules e2e vet controlplane bench bench-short bench-server demo clean-controlplane
 
-## test: vet, all unit tests with -race, then the end-to-end tests against a real control plane
-test: vet unit e2e
+## test: vet, all unit tests with -race, the nested bench modules, then the end-to-end tests
+## against a real control plane
+test: vet unit modules e2e
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
@@ -23,6 +24,12 @@ vet:
 
 unit:
 	$(GO) test -race -count=1 -timeout 15m ./...
+
+# The bench modules of their own: the report generator (its tests) and the controller-runtime
+# comparison (it must keep building).
+modules:
+	cd bench/report && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+	cd bench/controllerruntime && $(GO) vet ./...
 
 e2e: controlplane
 	$(GO) test -race -count=1 -timeout 30m -tags e2e $(E2E_PKGS)
