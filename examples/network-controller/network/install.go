@@ -6,11 +6,10 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+
+	"github.com/ctrlkit/ctrlkit/examples/internal/crdinstall"
 )
 
 // InstallTimeout bounds Install when its context has no earlier deadline.
@@ -95,49 +94,8 @@ func ptr[T any](v T) *T { return &v }
 // "Install" ClusterRole of rbac.yaml, not the controller's. It gives up when ctx ends
 // or after InstallTimeout.
 func Install(ctx context.Context, cfg *rest.Config) error {
-	if cfg == nil {
-		return fmt.Errorf("network: Install: nil rest.Config")
-	}
-	ext, err := apiextensions.NewForConfig(cfg)
-	if err != nil {
+	if err := crdinstall.Install(ctx, cfg, CRD(), GroupVersionResource, InstallTimeout); err != nil {
 		return fmt.Errorf("network: Install: %w", err)
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("network: Install: %w", err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, InstallTimeout)
-	defer cancel()
-	crds := ext.ApiextensionsV1().CustomResourceDefinitions()
-	if _, err := crds.Create(ctx, CRD(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("network: Install: creating CRD %s: %w", CRDName, err)
-	}
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		crd, err := crds.Get(ctx, CRDName, metav1.GetOptions{})
-		if err == nil {
-			err = fmt.Errorf("CRD %s not established yet", CRDName)
-			if established(crd) {
-				_, err = dyn.Resource(GroupVersionResource).List(ctx, metav1.ListOptions{Limit: 1})
-			}
-		}
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("network: Install: %s not served: %w (last error: %v)", GroupVersionResource, context.Cause(ctx), err)
-		case <-tick.C:
-		}
-	}
-}
-
-func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
-	for _, c := range crd.Status.Conditions {
-		if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-			return true
-		}
-	}
-	return false
+	return nil
 }

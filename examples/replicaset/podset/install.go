@@ -6,12 +6,11 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+
+	"github.com/ctrlkit/ctrlkit/examples/internal/crdinstall"
 )
 
 // installTimeout bounds Install's wait for the API server to serve PodSets.
@@ -97,59 +96,8 @@ func CRD() *apiextensionsv1.CustomResourceDefinition {
 // ends first). It is idempotent: an existing CRD of that name is kept as it is. It
 // needs the rights of the "Install" ClusterRole in rbac.yaml.
 func Install(ctx context.Context, cfg *rest.Config) error {
-	ext, err := apiextensions.NewForConfig(cfg)
-	if err != nil {
+	if err := crdinstall.Install(ctx, cfg, CRD(), GroupVersionResource, installTimeout); err != nil {
 		return fmt.Errorf("podset: install: %w", err)
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("podset: install: %w", err)
-	}
-	crd := CRD()
-	crds := ext.ApiextensionsV1().CustomResourceDefinitions()
-	if _, err := crds.Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("podset: install: create CRD %s: %w", crd.Name, err)
-	}
-
-	ctx, cancel := context.WithTimeout(ctx, installTimeout)
-	defer cancel()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	var last error
-	for {
-		last = served(ctx, crds, dyn, crd.Name)
-		if last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("podset: install: CRD %s not served: %w (last: %w)", crd.Name, ctx.Err(), last)
-		case <-tick.C:
-		}
-	}
-}
-
-// served returns nil once the CRD is Established and its resource can be listed.
-func served(ctx context.Context, crds interface {
-	Get(context.Context, string, metav1.GetOptions) (*apiextensionsv1.CustomResourceDefinition, error)
-}, dyn dynamic.Interface, name string) error {
-	got, err := crds.Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return err
-	}
-	established := false
-	for _, c := range got.Status.Conditions {
-		if c.Type == apiextensionsv1.NamesAccepted && c.Status == apiextensionsv1.ConditionFalse {
-			return fmt.Errorf("names not accepted: %s", c.Message)
-		}
-		if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-			established = true
-		}
-	}
-	if !established {
-		return fmt.Errorf("not established yet")
-	}
-	// Established may come before every handler of the server serves the resource.
-	_, err = dyn.Resource(GroupVersionResource).List(ctx, metav1.ListOptions{Limit: 1})
-	return err
+	return nil
 }
