@@ -63,7 +63,7 @@ func (s *stats) lag(d time.Duration) {
 	s.mu.Unlock()
 }
 
-// recentLag returns the median and largest lag since the previous call.
+// recentLag returns the lags recorded since the previous call.
 func (s *stats) recentLag() []time.Duration {
 	s.mu.Lock()
 	l := s.lags
