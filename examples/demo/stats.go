@@ -72,6 +72,7 @@ func (s *stats) recentLag() []time.Duration {
 	return l
 }
 
+// totalLag returns a copy of every lag recorded in the run.
 func (s *stats) totalLag() []time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
