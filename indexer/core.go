@@ -10,14 +10,21 @@ import (
 // refer to objects by slot id. It is not safe for concurrent use.
 //
 // Keys are stored in keys, parallel to objs, unless the keying derives them from the
-// objects (MetaKey): then no key string is kept at all, the table hashes and compares
-// namespace and name read from the object, and "namespace/name" is built only when a
-// caller asks for keys (ListKeys, IndexKeys, errors).
+// objects (MetaKey): then no key string is built or allocated. The table hashes and
+// compares namespace and name, and "namespace/name" is built only when a caller asks
+// for keys (ListKeys, IndexKeys, errors). The name is kept in names, a copy of the
+// object's own string header (16 bytes, no copy of the bytes); the namespace is read
+// from the namespace index when there is one (nsIdx), else from the object. So a
+// lookup of a stored key compares it without reading the stored object, whose memory
+// is usually cold: that read was half the cost of an Update.
 //
 // Invariants, checked by validate in tests:
 //   - slot s is live iff keys[s] != "" (stored keys) or objs[s] is not nil (derived
 //     keys); a slot that is not live holds the zero T and its id is in free exactly
 //     once. count is the number of live slots.
+//   - with derived keys, names[s] is the name of the object of live slot s when it
+//     was stored, and "" for a free slot; nsIdx is nil or the one index in idx
+//     marked byNamespace, which indexes every live slot under its namespace.
 //   - table is empty (len 0) or a power-of-two array of cells (see cell) with at most
 //     7/8 of them used; every live slot is in it exactly once, with the top 32 bits
 //     of its key's hash, reachable by linear probing from the cell its key hashes to
@@ -32,14 +39,19 @@ type core[T any] struct {
 	count int
 	objs  []T
 	keys  []string // nil iff kf.nsName != nil
+	names []string // nil iff kf.nsName == nil
 	free  []int32
-	idx   []*index
+	idx   []*index[T]
+	nsIdx *index[T]
 
 	copies []T
 	// mutated collects keys whose objects were found changed when they left the
 	// store, until CheckMutations reports them.
 	mutated []string
 	equal   func(a, b T) bool
+	// same tells whether two values are the same object (==, for pointers); nil
+	// unless the mutation detector is on.
+	same func(a, b T) bool
 }
 
 // keying says how a core hashes and compares keys. It is shared by the cores of an
@@ -97,24 +109,28 @@ func joinMetaKey(ns, name string) string {
 	return ns + "/" + name
 }
 
-// newCore returns an empty core with k indexes and room for n objects.
-func newCore[T any](kf *keying[T], k, n int, detect bool, equal func(a, b T) bool) *core[T] {
+// newCore returns an empty core with k indexes and room for n objects. equal and
+// same are nil unless the mutation detector is on.
+func newCore[T any](kf *keying[T], k, n int, equal, same func(a, b T) bool) *core[T] {
 	c := &core[T]{
 		kf:    kf,
 		objs:  make([]T, 0, n),
-		idx:   make([]*index, k),
+		idx:   make([]*index[T], k),
 		equal: equal,
+		same:  same,
 	}
 	if kf.nsName == nil {
 		c.keys = make([]string, 0, n)
+	} else {
+		c.names = make([]string, 0, n)
 	}
 	if n > 0 {
 		c.table = make([]uint64, tableSize(n))
 	}
 	for j := range c.idx {
-		c.idx[j] = newIndex(n)
+		c.idx[j] = newIndex(n, same)
 	}
-	if detect {
+	if equal != nil {
 		c.copies = make([]T, 0, n)
 	}
 	return c
@@ -148,13 +164,22 @@ func (c *core[T]) keyObj(s int32) T {
 	return c.objs[s]
 }
 
+// nsAt returns the namespace of live slot s with derived keys: from the namespace
+// index if there is one, which avoids reading the object, else from the object.
+func (c *core[T]) nsAt(s int32) string {
+	if ix := c.nsIdx; ix != nil {
+		return ix.vals[ix.slotVal[s]].value
+	}
+	ns, _ := c.kf.nsName(c.keyObj(s))
+	return ns
+}
+
 // keyAt returns the key of live slot s; with derived keys it builds it.
 func (c *core[T]) keyAt(s int32) string {
 	if c.keys != nil {
 		return c.keys[s]
 	}
-	ns, name := c.kf.nsName(c.keyObj(s))
-	return joinMetaKey(ns, name)
+	return joinMetaKey(c.nsAt(s), c.names[s])
 }
 
 // hashAt returns the hash of the key of live slot s.
@@ -162,7 +187,7 @@ func (c *core[T]) hashAt(s int32) uint64 {
 	if c.keys != nil {
 		return c.kf.hashString(c.keys[s])
 	}
-	return c.kf.hashNsName(c.kf.nsName(c.keyObj(s)))
+	return c.kf.hashNsName(c.nsAt(s), c.names[s])
 }
 
 // A table cell is 0 when empty, otherwise the slot id plus one in its low 32 bits and
@@ -182,7 +207,15 @@ func (c *core[T]) find(key string) int32 {
 	if len(c.table) == 0 {
 		return -1
 	}
-	h32 := uint32(c.kf.hashString(key) >> 32)
+	return c.findHashed(key, c.kf.hashString(key))
+}
+
+// findHashed is find for a key whose hash h is known.
+func (c *core[T]) findHashed(key string, h uint64) int32 {
+	if len(c.table) == 0 {
+		return -1
+	}
+	h32 := uint32(h >> 32)
 	mask := uint64(len(c.table) - 1)
 	for i := uint64(h32) & mask; ; i = (i + 1) & mask {
 		x := c.table[i]
@@ -197,7 +230,7 @@ func (c *core[T]) find(key string) int32 {
 			if c.keys[s] == key {
 				return s
 			}
-		} else if ns, name := c.kf.nsName(c.keyObj(s)); metaKeyIs(key, ns, name) {
+		} else if metaKeyIs(key, c.nsAt(s), c.names[s]) {
 			return s
 		}
 	}
@@ -208,7 +241,15 @@ func (c *core[T]) findNsName(ns, name string) int32 {
 	if len(c.table) == 0 {
 		return -1
 	}
-	h32 := uint32(c.kf.hashNsName(ns, name) >> 32)
+	return c.findNsNameHashed(ns, name, c.kf.hashNsName(ns, name))
+}
+
+// findNsNameHashed is findNsName for a key whose hash h is known.
+func (c *core[T]) findNsNameHashed(ns, name string, h uint64) int32 {
+	if len(c.table) == 0 {
+		return -1
+	}
+	h32 := uint32(h >> 32)
 	mask := uint64(len(c.table) - 1)
 	for i := uint64(h32) & mask; ; i = (i + 1) & mask {
 		x := c.table[i]
@@ -223,27 +264,44 @@ func (c *core[T]) findNsName(ns, name string) int32 {
 			if metaKeyIs(c.keys[s], ns, name) {
 				return s
 			}
-		} else if sns, sname := c.kf.nsName(c.keyObj(s)); sns == ns && sname == name {
+		} else if c.names[s] == name && c.nsAt(s) == ns {
 			return s
 		}
 	}
 }
 
-// findFor returns the slot holding the key of obj (key itself with stored keys, the
-// key derived from obj otherwise), or -1.
-func (c *core[T]) findFor(key string, obj T) int32 {
-	if c.keys != nil {
-		return c.find(key)
-	}
-	return c.findNsName(c.kf.nsName(obj))
+// keyRef is the key of an object being stored: key with stored keys; with derived
+// keys, the object's namespace and name (key is then ""). h is the key's hash,
+// computed before the lock is taken.
+type keyRef struct {
+	key, ns, name string
+	h             uint64
 }
 
-// insert adds live slot s, which is in no cell, to the table.
-func (c *core[T]) insert(s int32) {
+// ref returns the keyRef of a stored key, or of the namespace and name of a derived
+// one.
+func (kf *keying[T]) ref(key, ns, name string, derived bool) keyRef {
+	if derived {
+		return keyRef{ns: ns, name: name, h: kf.hashNsName(ns, name)}
+	}
+	return keyRef{key: key, h: kf.hashString(key)}
+}
+
+// findRef returns the slot holding the key k, or -1.
+func (c *core[T]) findRef(k keyRef) int32 {
+	if c.keys != nil {
+		return c.findHashed(k.key, k.h)
+	}
+	return c.findNsNameHashed(k.ns, k.name, k.h)
+}
+
+// insert adds live slot s, whose key hashes to h and which is in no cell, to the
+// table.
+func (c *core[T]) insert(s int32, h uint64) {
 	if (c.count+1)*8 > len(c.table)*7 {
 		c.resize(tableSize(c.count + 1))
 	}
-	h32 := uint32(c.hashAt(s) >> 32)
+	h32 := uint32(h >> 32)
 	mask := uint64(len(c.table) - 1)
 	i := uint64(h32) & mask
 	for c.table[i] != 0 {
@@ -321,29 +379,51 @@ func (c *core[T]) cellOf(s int32) uint64 {
 	return uint64(len(c.table))
 }
 
-// put stores obj under key (ignored with derived keys), indexed under vals[j] in
-// idx[j] (each deduplicated), with cp as its mutation-detector copy, and returns its
-// slot and the object it replaced, if any.
-func (c *core[T]) put(key string, obj T, vals [][]string, cp T) (s int32, old T, had bool) {
-	s = c.findFor(key, obj)
+// put stores obj under its key k, indexed under vals[j] in idx[j] (each
+// deduplicated), with cp as its mutation-detector copy, and returns its slot and the
+// object it replaced, if any.
+func (c *core[T]) put(k keyRef, obj T, vals [][]string, cp T) (s int32, old T, had bool) {
+	s = c.findRef(k)
 	if s >= 0 {
 		old, had = c.objs[s], true
 		c.checkLeaving(s)
 		// Same key, so same hash: the table does not change.
 		c.objs[s] = obj
+		if c.names != nil {
+			// The same name, but the new object's string: the old object's is not
+			// kept alive.
+			c.names[s] = k.name
+		}
 		if c.copies != nil {
 			c.copies[s] = cp
 		}
 	} else {
-		s = c.alloc(key, obj, cp)
+		s = c.alloc(k, obj, cp)
 	}
 	for j, ix := range c.idx {
-		ix.set(s, vals[j])
+		if ix.byNamespace {
+			ix.setOne(s, k.ns)
+		} else {
+			ix.set(s, vals[j])
+		}
 	}
 	return s, old, had
 }
 
-func (c *core[T]) alloc(key string, obj, cp T) int32 {
+// markNamespaceIndexes sets byNamespace on the indexes flagged in flags (see
+// indexSet.byNamespace), which may be nil, and makes the first of them nsIdx.
+func (c *core[T]) markNamespaceIndexes(flags []bool) {
+	c.nsIdx = nil
+	for j, ix := range c.idx {
+		ix.byNamespace = flags != nil && flags[j]
+		if ix.byNamespace && c.nsIdx == nil {
+			c.nsIdx = ix
+		}
+	}
+}
+
+func (c *core[T]) alloc(k keyRef, obj, cp T) int32 {
+	key := k.key
 	var s int32
 	if n := len(c.free); n > 0 {
 		s = c.free[n-1]
@@ -351,6 +431,8 @@ func (c *core[T]) alloc(key string, obj, cp T) int32 {
 		c.objs[s] = obj
 		if c.keys != nil {
 			c.keys[s] = key
+		} else {
+			c.names[s] = k.name
 		}
 		if c.copies != nil {
 			c.copies[s] = cp
@@ -360,36 +442,31 @@ func (c *core[T]) alloc(key string, obj, cp T) int32 {
 		c.objs = append(c.objs, obj)
 		if c.keys != nil {
 			c.keys = append(c.keys, key)
+		} else {
+			c.names = append(c.names, k.name)
 		}
 		if c.copies != nil {
 			c.copies = append(c.copies, cp)
 		}
 	}
-	c.insert(s)
+	c.insert(s, k.h)
 	c.count++
 	return s
 }
 
-// remove deletes the object stored under key and reports its slot.
-func (c *core[T]) remove(key string) (int32, bool) {
-	s := c.find(key)
-	if s < 0 {
-		return 0, false
-	}
-	c.removeSlot(s)
-	return s, true
-}
-
 func (c *core[T]) removeSlot(s int32) {
 	c.checkLeaving(s)
+	// Unlink first: the key of s may be read from the namespace index.
+	c.unlink(s)
 	for _, ix := range c.idx {
 		ix.clear(s)
 	}
-	c.unlink(s)
 	var zero T
 	c.objs[s] = zero
 	if c.keys != nil {
 		c.keys[s] = ""
+	} else {
+		c.names[s] = ""
 	}
 	if c.copies != nil {
 		c.copies[s] = zero
@@ -416,16 +493,19 @@ func (c *core[T]) replace(objs []T, keys []string, t *valueTable, copies []T) {
 	var buf [4][]string
 	row := buf[:0]
 	var cp T
-	var key string
+	var k keyRef
 	for i, obj := range objs {
 		row = t.row(row[:0], i)
 		if copies != nil {
 			cp = copies[i]
 		}
 		if keys != nil {
-			key = keys[i]
+			k = c.kf.ref(keys[i], "", "", false)
+		} else {
+			ns, name := c.kf.nsName(obj)
+			k = c.kf.ref("", ns, name, true)
 		}
-		if s, _, _ := c.put(key, obj, row, cp); int(s) < old {
+		if s, _, _ := c.put(k, obj, row, cp); int(s) < old {
 			seen[s/64] |= 1 << (s % 64)
 		}
 	}
@@ -452,9 +532,11 @@ func (c *core[T]) sparse() bool {
 func (c *core[T]) compact() {
 	remap := make([]int32, len(c.objs))
 	objs := make([]T, 0, c.count)
-	var keys []string
+	var keys, names []string
 	if c.keys != nil {
 		keys = make([]string, 0, c.count)
+	} else {
+		names = make([]string, 0, c.count)
 	}
 	var copies []T
 	if c.copies != nil {
@@ -469,6 +551,8 @@ func (c *core[T]) compact() {
 		objs = append(objs, c.objs[s])
 		if keys != nil {
 			keys = append(keys, c.keys[s])
+		} else {
+			names = append(names, c.names[s])
 		}
 		if copies != nil {
 			copies = append(copies, c.copies[s])
@@ -477,7 +561,7 @@ func (c *core[T]) compact() {
 	for _, ix := range c.idx {
 		ix.renumber(remap, len(objs))
 	}
-	c.objs, c.keys, c.copies, c.free = objs, keys, copies, nil
+	c.objs, c.keys, c.names, c.copies, c.free = objs, keys, names, copies, nil
 	// Renumber the cells, then shrink the table to the live count.
 	for i, x := range c.table {
 		if x != 0 {
@@ -500,6 +584,16 @@ type valueTable struct {
 
 func newValueTable(k, n int) *valueTable {
 	return &valueTable{k: k, flat: make([]string, 0, k*n)}
+}
+
+// addOne appends the next cell, holding the single value v.
+func (t *valueTable) addOne(v string) {
+	if t.offs != nil {
+		t.flat = append(t.flat, v)
+		t.offs = append(t.offs, int32(len(t.flat)))
+		return
+	}
+	t.flat = append(t.flat, v)
 }
 
 // add appends the next cell.

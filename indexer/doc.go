@@ -19,13 +19,30 @@
 //     values it was indexed under are remembered.
 //   - Reads do not copy objects. Everything returned is shared with the store and must
 //     be treated as read-only; Config.DetectMutations reports violations in tests.
+//   - ByIndex returns a shared, read-only snapshot slice per index value, not a
+//     fresh slice: it is built on the first ByIndex of the value and returned again,
+//     in O(1) and without allocating, until a write changes the objects indexed under
+//     that value (the next call then builds a new one; slices already returned never
+//     change). Like the objects, the slice must not be modified: do not sort it,
+//     reorder it, overwrite or clear its elements, or filter it in place. Copy it
+//     first (slices.Clone) or use AppendByIndex, which fills a slice of the caller's.
+//     Its capacity equals its length, so an append copies. Snapshots exist only for
+//     values that were read with ByIndex (one T per object), and the mutation
+//     detector reports a caller that changed one. Everything else that returns a
+//     slice (List, ListKeys, IndexKeys, IndexValues, AppendByIndex, the Lister)
+//     returns a fresh one that belongs to the caller.
 //   - Index bookkeeping is tight: a value with no objects left is forgotten, member
 //     lists shrink as values empty, and freed slots are reused or compacted away, so
 //     churning through millions of keys or index values does not grow memory. With
-//     the default key (MetaKey, for pointer types) no key string is stored: keys are
-//     hashed and compared from the objects' namespace and name, and built only when
-//     returned (ListKeys, IndexKeys, Absent). Reads by key, by object and through the
-//     Lister allocate nothing.
+//     the default key (MetaKey, for pointer types) no key string is built or
+//     allocated: keys are hashed and compared from namespace and name (the object's
+//     name string, whose header the store keeps, and its namespace as the namespace
+//     index holds it, or as the object has it when there is no such index), and built
+//     only when returned (ListKeys, IndexKeys, Absent). Reads by key, by object and
+//     through the Lister allocate nothing.
+//   - Such an Indexer recognizes NamespaceIndex among its index functions and indexes
+//     the namespace it reads for the key without calling it, so an Update that
+//     only uses it allocates nothing.
 //   - Swap(obj) stores obj and returns the object it replaced in one atomic write.
 //   - Replace(objs) makes objs the whole contents; it updates the store in place
 //     (no second copy of the store) and is atomic to readers.

@@ -42,13 +42,37 @@ func (e *IndexError) Error() string {
 func (e *IndexError) Unwrap() error { return e.Err }
 
 // MutationError lists the keys of cached objects that a caller modified after storing
-// them (or after reading them). Only an Indexer with Config.DetectMutations reports it.
+// them (or after reading them), and the ByIndex results (shared snapshots) whose
+// elements a caller changed. Only an Indexer with Config.DetectMutations reports it.
 type MutationError struct {
-	Keys []string // sorted
+	Keys      []string     // sorted
+	Snapshots []IndexValue // sorted by Index, then Value
+}
+
+// IndexValue names one value of one index: a ByIndex(Index, Value) result.
+type IndexValue struct {
+	Index, Value string
 }
 
 func (e *MutationError) Error() string {
-	return fmt.Sprintf("indexer: %d cached object(s) were mutated: %s", len(e.Keys), strings.Join(e.Keys, ", "))
+	var b strings.Builder
+	b.WriteString("indexer: ")
+	if len(e.Keys) > 0 {
+		fmt.Fprintf(&b, "%d cached object(s) were mutated: %s", len(e.Keys), strings.Join(e.Keys, ", "))
+	}
+	if len(e.Snapshots) > 0 {
+		if len(e.Keys) > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%d ByIndex result(s) were modified:", len(e.Snapshots))
+		for i, s := range e.Snapshots {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, " %s=%q", s.Index, s.Value)
+		}
+	}
+	return b.String()
 }
 
 // Is makes errors.Is(err, ErrMutation) true.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -133,4 +134,35 @@ func ExampleIndexer_Absent() {
 	gone, objs := pods.Absent([]string{"default/web", "default/new"})
 	fmt.Println(gone, objs[0].Spec.NodeName)
 	// Output: [default/db] node-2
+}
+
+// ByIndex returns a shared, read-only snapshot: to sort or filter the result, copy it
+// first (or use AppendByIndex, which fills a slice of your own).
+func ExampleIndexer_ByIndex() {
+	pods := indexer.New(indexer.Config[*corev1.Pod]{
+		Indexers: indexer.Indexers[*corev1.Pod]{
+			"node": func(p *corev1.Pod) ([]string, error) { return []string{p.Spec.NodeName}, nil },
+		},
+	})
+	_ = pods.Add(pod("default", "web", "node-1"))
+	_ = pods.Add(pod("kube-system", "dns", "node-1"))
+
+	onNode, _ := pods.ByIndex("node", "node-1")
+	mine := slices.Clone(onNode) // never sort onNode itself
+	slices.SortFunc(mine, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+	for _, p := range mine {
+		fmt.Println(p.Namespace, p.Name)
+	}
+
+	// Until node-1's pods change, ByIndex returns the same slice again.
+	again, _ := pods.ByIndex("node", "node-1")
+	fmt.Println(&again[0] == &onNode[0])
+	_ = pods.Add(pod("default", "cache", "node-1"))
+	fresh, _ := pods.ByIndex("node", "node-1")
+	fmt.Println(len(onNode), len(fresh))
+	// Output:
+	// kube-system dns
+	// default web
+	// true
+	// 2 3
 }

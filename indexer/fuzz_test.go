@@ -140,9 +140,25 @@ func (r *opReader) item() *item {
 // runOps decodes data into a sequence of operations, applies each to an Indexer and
 // to the model, and checks after every step that both agree and that the Indexer's
 // invariants hold.
+//
+// When the first byte is 128 or more the Indexer runs with the mutation detector,
+// which must then never report anything: the test changes no object and no ByIndex
+// result.
 func runOps(t *testing.T, data []byte) {
 	t.Helper()
 	x := newItemIndexer()
+	if len(data) > 0 && data[0] >= 128 {
+		x = New(Config[*item]{
+			KeyFunc:         x.keyFunc,
+			Indexers:        itemIndexers(),
+			DetectMutations: true,
+			DeepCopy: func(it *item) *item {
+				c := *it
+				c.Tags = slices.Clone(it.Tags)
+				return &c
+			},
+		})
+	}
 	m := &model{objs: map[string]*item{}, indexes: map[string]IndexFunc[*item]{}}
 	for name, fn := range itemIndexers() {
 		m.indexes[name] = fn
@@ -297,9 +313,18 @@ func compareModel(t *testing.T, x *Indexer[*item], m *model, where string) {
 			if got := sorted(keys); !slices.Equal(got, want[v]) && (len(got) > 0 || len(want[v]) > 0) {
 				t.Fatalf("%s: IndexKeys(%q, %q) = %q, want %q", where, name, v, got, want[v])
 			}
+			// AppendByIndex first gathers from the members, then (after ByIndex
+			// built the snapshot) copies the snapshot: both must match.
+			appended, err := x.AppendByIndex(nil, name, v)
+			if err != nil {
+				t.Fatalf("%s: AppendByIndex(%q, %q): %v", where, name, v, err)
+			}
 			objs, err := x.ByIndex(name, v)
 			if err != nil {
 				t.Fatalf("%s: ByIndex(%q, %q): %v", where, name, v, err)
+			}
+			if again, _ := x.AppendByIndex(nil, name, v); !slices.Equal(again, appended) || !slices.Equal(objs, appended) {
+				t.Fatalf("%s: AppendByIndex(%q, %q) = %q, then %q; ByIndex = %q", where, name, v, keysOf(appended), keysOf(again), keysOf(objs))
 			}
 			for _, o := range objs {
 				if m.objs[o.Key] != o {
@@ -310,6 +335,9 @@ func compareModel(t *testing.T, x *Indexer[*item], m *model, where string) {
 				t.Fatalf("%s: ByIndex(%q, %q) keys = %q, want %q", where, name, v, got, want[v])
 			}
 		}
+	}
+	if err := x.CheckMutations(); err != nil {
+		t.Fatalf("%s: nothing was mutated, yet CheckMutations = %v", where, err)
 	}
 }
 
@@ -332,6 +360,7 @@ func FuzzIndexer(f *testing.F) {
 	f.Add([]byte{0, 5, 15, 0, 6, 7, 5, 3, 5, 0, 6, 1, 7, 0, 7, 1})
 	f.Add([]byte{5, 4, 1, 2, 3, 4, 5, 6, 7, 8, 7, 0, 0, 3, 0, 200, 0})
 	f.Add([]byte{0, 48, 0, 7, 1, 0, 1, 0, 7, 1, 4, 1, 7, 1})
+	f.Add([]byte{128, 1, 2, 0, 17, 3, 3, 1, 0, 5, 4, 1, 2, 3, 4, 2, 1, 9, 0, 7, 0})
 	f.Fuzz(runOps)
 }
 

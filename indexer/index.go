@@ -1,5 +1,7 @@
 package indexer
 
+import "sync/atomic"
+
 // index is one named secondary index over the slots of a core. It is not safe for
 // concurrent use; the Indexer's lock guards it.
 //
@@ -15,9 +17,12 @@ package indexer
 //     either slotVal[s] == id && slotPos[s] == p (the single-value case) or slotVal[s]
 //     == multiValue and multi[s] holds {id, p}.
 //   - slotVal[s] == noValue iff s is indexed under no value (or is a free slot).
-type index struct {
+//   - vals[id].snap is nil or holds, in order, the objects of vals[id].members as
+//     they are stored now (see snapshot); every change of the members of id or of the
+//     object of one of them drops it first.
+type index[T any] struct {
 	ids     map[string]int32
-	vals    []valueEntry
+	vals    []valueEntry[T]
 	freeIDs []int32
 
 	// slotVal and slotPos are parallel to the core's slots (they may be shorter; a
@@ -27,6 +32,17 @@ type index struct {
 	// multi holds the memberships of slots indexed under two or more values
 	// (slotVal == multiValue).
 	multi map[int32][]membership
+
+	// same, set only with the mutation detector on, tells whether two objects are the
+	// same one; drop uses it to find snapshots a caller changed, whose values it
+	// records in mutatedSnaps until CheckMutations reports them.
+	same         func(a, b T) bool
+	mutatedSnaps []string
+
+	// byNamespace is set when the index function is NamespaceIndex and the keys are
+	// derived from the objects: core.put then indexes the namespace of the key and
+	// ignores the (nil) values computed for this index.
+	byNamespace bool
 }
 
 const (
@@ -34,26 +50,78 @@ const (
 	multiValue int32 = -2
 )
 
-type valueEntry struct {
+type valueEntry[T any] struct {
 	value   string
 	members []int32
+	// snap is the cached ByIndex result of value, or nil. Readers build and publish it
+	// under the Indexer's shared lock (several may race; one wins the swap); writers
+	// drop it under the exclusive lock.
+	snap atomic.Pointer[snapshot[T]]
+}
+
+// snapshot is the shared, read-only result of ByIndex for one index value: objs holds
+// the objects of the value's members, in member order, with len == cap so that an
+// append by a caller copies. It is never written after it is published.
+type snapshot[T any] struct {
+	objs []T
+	// ref is a copy of objs taken when the snapshot was built, kept only with the
+	// mutation detector on, to find a caller that changed objs.
+	ref []T
+}
+
+// intact reports whether no caller changed the snapshot's elements.
+func (p *snapshot[T]) intact(same func(a, b T) bool) bool {
+	for i := range p.objs {
+		if !same(p.objs[i], p.ref[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 type membership struct {
 	val, pos int32
 }
 
-// newIndex returns an empty index with room for slot ids below slots.
-func newIndex(slots int) *index {
-	return &index{
+// newIndex returns an empty index with room for slot ids below slots. same is nil
+// unless the mutation detector is on.
+func newIndex[T any](slots int, same func(a, b T) bool) *index[T] {
+	return &index[T]{
 		ids:     make(map[string]int32),
 		slotVal: make([]int32, 0, slots),
 		slotPos: make([]int32, 0, slots),
+		same:    same,
 	}
 }
 
+// drop forgets the snapshot of value id, if any, recording it as mutated if a caller
+// changed it. Writers call it before they change the members of id or the object of
+// one of them. It costs O(1) unless the mutation detector is on.
+func (ix *index[T]) drop(id int32) {
+	e := &ix.vals[id]
+	p := e.snap.Load()
+	if p == nil {
+		return
+	}
+	if p.ref != nil && !p.intact(ix.same) {
+		ix.mutatedSnaps = append(ix.mutatedSnaps, e.value)
+	}
+	e.snap.Store(nil)
+}
+
+// checkSnapshots appends the values whose live snapshots a caller changed.
+func (ix *index[T]) checkSnapshots(dst []string) []string {
+	for id := range ix.vals {
+		e := &ix.vals[id]
+		if p := e.snap.Load(); p != nil && p.ref != nil && !p.intact(ix.same) {
+			dst = append(dst, e.value)
+		}
+	}
+	return dst
+}
+
 // grow makes room for slot ids below n.
-func (ix *index) grow(n int) {
+func (ix *index[T]) grow(n int) {
 	old := len(ix.slotVal)
 	if n <= old {
 		return
@@ -75,21 +143,18 @@ func (ix *index) grow(n int) {
 
 // set makes slot s a member of exactly the given values. values must be free of
 // duplicates. It does nothing when s already has exactly these values in the common
-// single-value case.
-func (ix *index) set(s int32, values []string) {
+// single-value case, except dropping the value's snapshot: the slot's object changes.
+func (ix *index[T]) set(s int32, values []string) {
+	if len(values) == 1 {
+		ix.setOne(s, values[0])
+		return
+	}
 	if int(s) >= len(ix.slotVal) {
 		ix.grow(int(s) + 1)
-	}
-	if cur := ix.slotVal[s]; cur >= 0 && len(values) == 1 && ix.vals[cur].value == values[0] {
-		return
 	}
 	ix.clear(s)
 	switch len(values) {
 	case 0:
-	case 1:
-		id := ix.intern(values[0])
-		ix.slotVal[s] = id
-		ix.slotPos[s] = ix.addMember(id, s)
 	default:
 		ms := make([]membership, len(values))
 		for i, v := range values {
@@ -104,8 +169,23 @@ func (ix *index) set(s int32, values []string) {
 	}
 }
 
+// setOne makes slot s a member of exactly the value v, like set with one value.
+func (ix *index[T]) setOne(s int32, v string) {
+	if int(s) >= len(ix.slotVal) {
+		ix.grow(int(s) + 1)
+	}
+	if cur := ix.slotVal[s]; cur >= 0 && ix.vals[cur].value == v {
+		ix.drop(cur)
+		return
+	}
+	ix.clear(s)
+	id := ix.intern(v)
+	ix.slotVal[s] = id
+	ix.slotPos[s] = ix.addMember(id, s)
+}
+
 // clear removes slot s from every value it is indexed under.
-func (ix *index) clear(s int32) {
+func (ix *index[T]) clear(s int32) {
 	if int(s) >= len(ix.slotVal) {
 		return
 	}
@@ -123,7 +203,7 @@ func (ix *index) clear(s int32) {
 	}
 }
 
-func (ix *index) intern(v string) int32 {
+func (ix *index[T]) intern(v string) int32 {
 	if id, ok := ix.ids[v]; ok {
 		return id
 	}
@@ -134,13 +214,14 @@ func (ix *index) intern(v string) int32 {
 		ix.vals[id].value = v
 	} else {
 		id = int32(len(ix.vals))
-		ix.vals = append(ix.vals, valueEntry{value: v})
+		ix.vals = append(ix.vals, valueEntry[T]{value: v})
 	}
 	ix.ids[v] = id
 	return id
 }
 
-func (ix *index) addMember(id, s int32) int32 {
+func (ix *index[T]) addMember(id, s int32) int32 {
+	ix.drop(id)
 	e := &ix.vals[id]
 	e.members = append(e.members, s)
 	return int32(len(e.members) - 1)
@@ -148,7 +229,8 @@ func (ix *index) addMember(id, s int32) int32 {
 
 // removeMember drops the member at position pos of value id by moving the last member
 // into its place. The slot owning that membership must already have forgotten it.
-func (ix *index) removeMember(id, pos int32) {
+func (ix *index[T]) removeMember(id, pos int32) {
+	ix.drop(id)
 	e := &ix.vals[id]
 	last := int32(len(e.members) - 1)
 	if pos != last {
@@ -160,7 +242,7 @@ func (ix *index) removeMember(id, pos int32) {
 	switch {
 	case last == 0:
 		delete(ix.ids, e.value)
-		*e = valueEntry{}
+		e.value, e.members = "", nil
 		ix.freeIDs = append(ix.freeIDs, id)
 	case cap(e.members) > 64 && len(e.members) < cap(e.members)/4:
 		// Give memory back once a value that was large has shrunk.
@@ -169,7 +251,7 @@ func (ix *index) removeMember(id, pos int32) {
 }
 
 // setPos records that slot s now sits at position pos among the members of value id.
-func (ix *index) setPos(s, id, pos int32) {
+func (ix *index[T]) setPos(s, id, pos int32) {
 	if ix.slotVal[s] == id {
 		ix.slotPos[s] = pos
 		return
@@ -184,7 +266,7 @@ func (ix *index) setPos(s, id, pos int32) {
 }
 
 // members returns the slots indexed under value v. The slice is owned by the index.
-func (ix *index) members(v string) []int32 {
+func (ix *index[T]) members(v string) []int32 {
 	id, ok := ix.ids[v]
 	if !ok {
 		return nil
@@ -193,7 +275,7 @@ func (ix *index) members(v string) []int32 {
 }
 
 // valuesOf appends the values slot s is indexed under.
-func (ix *index) valuesOf(dst []string, s int32) []string {
+func (ix *index[T]) valuesOf(dst []string, s int32) []string {
 	if int(s) >= len(ix.slotVal) {
 		return dst
 	}
@@ -210,7 +292,8 @@ func (ix *index) valuesOf(dst []string, s int32) []string {
 
 // renumber rewrites slot ids after the core compacted its slots: slot s becomes
 // remap[s] (every indexed slot is live, so remap[s] >= 0), and n slots remain.
-func (ix *index) renumber(remap []int32, n int) {
+// Snapshots stay: the members keep their objects and their order.
+func (ix *index[T]) renumber(remap []int32, n int) {
 	for i := range ix.vals {
 		for j, s := range ix.vals[i].members {
 			ix.vals[i].members[j] = remap[s]

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -64,11 +65,12 @@ type Config[T any] struct {
 // index functions never run under the lock, and a function that fails leaves the
 // store exactly as it was. Reads take a shared lock and cost O(result).
 //
-// Memory: per object, one slot (the object, plus its key unless keys are MetaKey of a
-// pointer type: those are read from the object and never stored), 9 to 18 bytes of
-// hash table, and per index 12 bytes plus the value's share of its member list.
-// Deleted slots are reused; when more than half of them are free the store compacts
-// itself.
+// Memory: per object, one slot (the object, plus its key; with MetaKey keys of a
+// pointer type, the default, no key is built: the slot holds the header of the
+// object's name string instead, 16 bytes), 9 to 18 bytes of hash table, and per
+// index 12 bytes plus the value's share of its member list. ByIndex snapshots add one
+// T per object of each value read with ByIndex, until the value changes. Deleted
+// slots are reused; when more than half of them are free the store compacts itself.
 //
 // An Indexer must be created with New; its zero value is not usable.
 type Indexer[T any] struct {
@@ -100,6 +102,11 @@ type indexSet[T any] struct {
 	names  []string
 	fns    []IndexFunc[T]
 	byName map[string]int
+	// byNamespace, if not nil, is parallel to fns: byNamespace[j] is true when
+	// fns[j] is NamespaceIndex and the Indexer reads namespaces itself (keys derived
+	// from the objects), so compute takes the namespace it already has instead of
+	// calling fns[j], which would allocate the result.
+	byNamespace []bool
 	// pending are the functions an AddIndexes call is adding; writers compute their
 	// values too and record them in Indexer.tracking.
 	pendingNames []string
@@ -144,16 +151,19 @@ func New[T any](cfg Config[T]) *Indexer[T] {
 		set.fns = append(set.fns, cfg.Indexers[name])
 		set.byName[name] = j
 	}
+	set.byNamespace = x.namespaceIndexes(set.fns)
 	x.set.Store(set)
-	var equal func(a, b T) bool
+	var equal, same func(a, b T) bool
 	if cfg.DetectMutations {
 		x.deepCopy = cfg.DeepCopy
 		if x.deepCopy == nil {
 			x.deepCopy = defaultDeepCopy[T]()
 		}
 		equal = func(a, b T) bool { return reflect.DeepEqual(a, b) }
+		same = sameFunc[T]()
 	}
-	x.c = newCore(x.kf, len(names), 0, cfg.DetectMutations, equal)
+	x.c = newCore(x.kf, len(names), 0, equal, same)
+	x.c.markNamespaceIndexes(set.byNamespace)
 	x.cond.L = &x.mu
 	return x
 }
@@ -212,13 +222,19 @@ func (x *Indexer[T]) Swap(obj T) (old T, had bool, err error) {
 	}
 }
 
-// Delete removes the object with obj's key, if any. Only the key of obj is used.
+// Delete removes the object with obj's key, if any. Only the key of obj is used; with
+// MetaKey keys (the default) it is not built.
 func (x *Indexer[T]) Delete(obj T) error {
-	key, err := x.keyOf(obj)
+	k, err := x.storeKey(obj)
 	if err != nil {
 		return err
 	}
-	return x.DeleteKey(key)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if s := x.c.findRef(k); s >= 0 {
+		x.deleteSlotLocked(s)
+	}
+	return nil
 }
 
 // DeleteKey removes the object stored under key, if any.
@@ -226,18 +242,23 @@ func (x *Indexer[T]) DeleteKey(key string) error {
 	if key == "" {
 		return ErrEmptyKey
 	}
+	h := x.kf.hashString(key)
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	s, ok := x.c.remove(key)
-	if !ok {
-		return nil
+	if s := x.c.findHashed(key, h); s >= 0 {
+		x.deleteSlotLocked(s)
 	}
+	return nil
+}
+
+// deleteSlotLocked removes live slot s. It requires mu held exclusively.
+func (x *Indexer[T]) deleteSlotLocked(s int32) {
+	x.c.removeSlot(s)
 	if x.tracking != nil {
 		x.tracking[s] = tracked{deleted: true}
 	} else if x.c.sparse() {
 		x.c.compact()
 	}
-	return nil
 }
 
 // Replace makes objs the whole contents of the store: objects whose keys are not in
@@ -296,7 +317,7 @@ func (x *Indexer[T]) Replace(objs []T) error {
 				keys = make([]string, len(objs))
 			}
 			for i, obj := range objs {
-				k, err := x.storeKey(obj)
+				k, _, _, err := x.checkKey(obj)
 				if err != nil {
 					return fmt.Errorf("%w (replace item %d)", err, i)
 				}
@@ -313,8 +334,13 @@ func (x *Indexer[T]) Replace(objs []T) error {
 			if ierr != nil {
 				return fmt.Errorf("%w (replace item %d)", x.withKey(ierr, obj), i)
 			}
-			for _, v := range row {
-				t.add(v)
+			for j, v := range row {
+				if set.byNamespace != nil && set.byNamespace[j] {
+					ns, _ := x.kf.nsName(obj)
+					t.addOne(ns)
+				} else {
+					t.add(v)
+				}
 			}
 		}
 		x.mu.Lock()
@@ -333,7 +359,8 @@ func (x *Indexer[T]) Replace(objs []T) error {
 
 // build returns a new core holding objs. It runs without the lock.
 func (x *Indexer[T]) build(set *indexSet[T], objs []T, copies []T) (*core[T], error) {
-	nc := newCore(x.kf, len(set.fns), len(objs), x.deepCopy != nil, x.c.equal)
+	nc := newCore(x.kf, len(set.fns), len(objs), x.c.equal, x.c.same)
+	nc.markNamespaceIndexes(set.byNamespace)
 	var buf [4][]string
 	var cp T
 	for i, obj := range objs {
@@ -354,7 +381,9 @@ func (x *Indexer[T]) build(set *indexSet[T], objs []T, copies []T) (*core[T], er
 	return nc, nil
 }
 
-// checkDiscarded records mutations of the objects in a core that Replace dropped.
+// checkDiscarded records mutations of the objects and ByIndex snapshots in a core
+// that Replace dropped. The snapshots are recorded in the new core's index of the
+// same position (indexes are only ever appended, so positions keep their names).
 func (x *Indexer[T]) checkDiscarded(old *core[T]) {
 	var mutated []string
 	for s := range old.objs {
@@ -363,11 +392,18 @@ func (x *Indexer[T]) checkDiscarded(old *core[T]) {
 		}
 	}
 	mutated = append(mutated, old.mutated...)
-	if len(mutated) > 0 {
-		x.mu.Lock()
-		x.c.mutated = append(x.c.mutated, mutated...)
-		x.mu.Unlock()
+	snaps := make([][]string, len(old.idx))
+	for j, ix := range old.idx {
+		snaps[j] = ix.checkSnapshots(ix.mutatedSnaps)
 	}
+	x.mu.Lock()
+	x.c.mutated = append(x.c.mutated, mutated...)
+	for j, vals := range snaps {
+		if j < len(x.c.idx) {
+			x.c.idx[j].mutatedSnaps = append(x.c.idx[j].mutatedSnaps, vals...)
+		}
+	}
+	x.mu.Unlock()
 }
 
 func (x *Indexer[T]) keyOf(obj T) (string, error) {
@@ -384,20 +420,32 @@ func (x *Indexer[T]) keyOf(obj T) (string, error) {
 	return key, nil
 }
 
-// storeKey checks that obj can be stored and returns the key to store with it: its
-// key, or "" when keys are derived from the objects (then it only checks that obj is
-// not nil and has a name, without building the key).
-func (x *Indexer[T]) storeKey(obj T) (string, error) {
+// storeKey checks that obj can be stored and returns its key: the key with stored
+// keys; with keys derived from the objects, its namespace and name, without building
+// the key.
+func (x *Indexer[T]) storeKey(obj T) (keyRef, error) {
+	key, ns, name, err := x.checkKey(obj)
+	if err != nil {
+		return keyRef{}, err
+	}
+	return x.kf.ref(key, ns, name, x.kf.nsName != nil), nil
+}
+
+// checkKey is storeKey without the hash: it returns the key with stored keys, the
+// namespace and name with derived keys.
+func (x *Indexer[T]) checkKey(obj T) (key, ns, name string, err error) {
 	if x.kf.nsName == nil {
-		return x.keyOf(obj)
+		key, err = x.keyOf(obj)
+		return key, "", "", err
 	}
 	if x.isNil(obj) {
-		return "", ErrNilObject
+		return "", "", "", ErrNilObject
 	}
-	if _, name := x.kf.nsName(obj); name == "" {
-		return "", &KeyError{Err: errNoName}
+	ns, name = x.kf.nsName(obj)
+	if name == "" {
+		return "", "", "", &KeyError{Err: errNoName}
 	}
-	return "", nil
+	return "", ns, name, nil
 }
 
 // withKey sets the key of a valid object in an index error, and returns it.
@@ -406,10 +454,15 @@ func (x *Indexer[T]) withKey(e *IndexError, obj T) error {
 	return e
 }
 
-// compute appends the deduplicated values of every index function for obj. An error
-// leaves its Key to the caller.
+// compute appends the deduplicated values of every index function for obj, except
+// for the byNamespace indexes, whose cells it leaves nil (core.put indexes the
+// namespace of the key instead). An error leaves its Key to the caller.
 func (s *indexSet[T]) compute(dst [][]string, obj T) ([][]string, *IndexError) {
 	for j, fn := range s.fns {
+		if s.byNamespace != nil && s.byNamespace[j] {
+			dst = append(dst, nil)
+			continue
+		}
 		v, err := fn(obj)
 		if err != nil {
 			return nil, &IndexError{Index: s.names[j], Err: err}
@@ -540,9 +593,9 @@ func (x *Indexer[T]) AddIndexes(indexers Indexers[T]) error {
 			return err
 		}
 	}
-	built := make([]*index, len(fns))
+	built := make([]*index[T], len(fns))
 	for j := range built {
-		ix := newIndex(len(x.c.objs))
+		ix := newIndex(len(x.c.objs), x.c.same)
 		for i, s := range snapSlots {
 			if _, written := x.tracking[s]; !written {
 				ix.set(s, t.cell(i*len(fns)+j))
@@ -560,10 +613,12 @@ func (x *Indexer[T]) AddIndexes(indexers Indexers[T]) error {
 		fns:    append(slices.Clip(set.fns), fns...),
 		byName: make(map[string]int, len(set.names)+len(names)),
 	}
+	next.byNamespace = x.namespaceIndexes(next.fns)
 	for j, name := range next.names {
 		next.byName[name] = j
 	}
 	x.c.idx = append(x.c.idx, built...)
+	x.c.markNamespaceIndexes(next.byNamespace)
 	finish(next)
 	return nil
 }
@@ -596,11 +651,12 @@ func (x *Indexer[T]) getNsName(namespace, name string) (T, bool) {
 // default) it does not allocate.
 func (x *Indexer[T]) GetByObject(obj T) (T, bool, error) {
 	if x.kf.nsName != nil {
-		if _, err := x.storeKey(obj); err != nil {
+		_, ns, name, err := x.checkKey(obj)
+		if err != nil {
 			var zero T
 			return zero, false, err
 		}
-		got, ok := x.getNsName(x.kf.nsName(obj))
+		got, ok := x.getNsName(ns, name)
 		return got, ok, nil
 	}
 	key, err := x.keyOf(obj)
@@ -676,7 +732,7 @@ func (x *Indexer[T]) Len() int {
 }
 
 // indexLocked returns the named index. It requires mu held (shared or exclusive).
-func (x *Indexer[T]) indexLocked(name string) (*index, error) {
+func (x *Indexer[T]) indexLocked(name string) (*index[T], error) {
 	j, ok := x.set.Load().byName[name]
 	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownIndex, name)
@@ -685,12 +741,62 @@ func (x *Indexer[T]) indexLocked(name string) (*index, error) {
 }
 
 // ByIndex returns the objects indexed under value in the named index, in no
-// particular order. It costs one allocation (the result) and O(result).
+// particular order, or nil if there are none.
+//
+// The result is a shared, read-only snapshot: the same slice is returned to every
+// caller, and again on later calls, until an Add, Update, Delete, Replace or Swap
+// changes the objects indexed under value (the store then builds a new snapshot on
+// the next call; slices already returned never change). Do not sort it, reorder it,
+// overwrite or clear its elements, or filter it in place: copy it first
+// (slices.Clone), or use AppendByIndex, which fills a slice of the caller's. Its
+// capacity equals its length, so appending to it copies. Like the objects it holds,
+// the snapshot is checked by the mutation detector (Config.DetectMutations).
+//
+// Cost: the first call for a value after it changed allocates the snapshot (one
+// slice of the result's length and one small header) and costs O(result); later
+// calls cost O(1) and allocate nothing. A snapshot is kept only for values that were
+// read with ByIndex, and holds one T per object.
 func (x *Indexer[T]) ByIndex(name, value string) ([]T, error) {
-	return x.AppendByIndex(nil, name, value)
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	ix, err := x.indexLocked(name)
+	if err != nil {
+		return nil, err
+	}
+	return x.snapshotLocked(ix, value), nil
 }
 
-// AppendByIndex is ByIndex appending to dst; it does not allocate when dst has room.
+// snapshotLocked returns the snapshot of value in ix, building it if needed. It
+// requires mu held (shared or exclusive); readers holding it concurrently may build
+// the same snapshot, and all return the one that was published first.
+func (x *Indexer[T]) snapshotLocked(ix *index[T], value string) []T {
+	id, ok := ix.ids[value]
+	if !ok {
+		return nil
+	}
+	e := &ix.vals[id]
+	if p := e.snap.Load(); p != nil {
+		return p.objs
+	}
+	p := &snapshot[T]{objs: make([]T, len(e.members))}
+	for i, s := range e.members {
+		p.objs[i] = x.c.objs[s]
+	}
+	if ix.same != nil {
+		p.ref = slices.Clone(p.objs)
+	}
+	if !e.snap.CompareAndSwap(nil, p) {
+		// Another reader published the same snapshot first: return that one, so
+		// that every caller shares it.
+		p = e.snap.Load()
+	}
+	return p.objs
+}
+
+// AppendByIndex appends the objects indexed under value in the named index to dst,
+// in no particular order, and returns the extended slice, which belongs to the
+// caller (the objects themselves remain read-only). It does not allocate when dst
+// has room, and costs O(result).
 func (x *Indexer[T]) AppendByIndex(dst []T, name, value string) ([]T, error) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
@@ -698,9 +804,16 @@ func (x *Indexer[T]) AppendByIndex(dst []T, name, value string) ([]T, error) {
 	if err != nil {
 		return dst, err
 	}
-	members := ix.members(value)
-	dst = slices.Grow(dst, len(members))
-	for _, s := range members {
+	id, ok := ix.ids[value]
+	if !ok {
+		return dst, nil
+	}
+	e := &ix.vals[id]
+	if p := e.snap.Load(); p != nil {
+		return append(dst, p.objs...), nil
+	}
+	dst = slices.Grow(dst, len(e.members))
+	for _, s := range e.members {
 		dst = append(dst, x.c.objs[s])
 	}
 	return dst, nil
@@ -747,9 +860,11 @@ func (x *Indexer[T]) IndexNames() []string {
 }
 
 // CheckMutations reports, as a *MutationError, every stored object that differs from
-// the deep copy taken when it was stored, and every object found changed when it left
-// the store since the last call. It returns nil if the mutation detector is off.
-// Cost: a deep comparison of every stored object, under the lock.
+// the deep copy taken when it was stored, every ByIndex snapshot whose elements a
+// caller changed (reordered, overwrote, cleared), and every object or snapshot found
+// changed when it left the store since the last call. It returns nil if the mutation
+// detector is off. Cost: a deep comparison of every stored object and a pass over
+// every snapshot, under the lock.
 func (x *Indexer[T]) CheckMutations() error {
 	if x.deepCopy == nil {
 		return nil
@@ -763,11 +878,40 @@ func (x *Indexer[T]) CheckMutations() error {
 			keys = append(keys, x.c.keyAt(int32(s)))
 		}
 	}
-	if len(keys) == 0 {
+	var snaps []IndexValue
+	names := x.set.Load().names
+	for j, ix := range x.c.idx {
+		for _, v := range ix.checkSnapshots(ix.mutatedSnaps) {
+			snaps = append(snaps, IndexValue{Index: names[j], Value: v})
+		}
+		ix.mutatedSnaps = nil
+	}
+	if len(keys) == 0 && len(snaps) == 0 {
 		return nil
 	}
 	sort.Strings(keys)
-	return &MutationError{Keys: slices.Compact(keys)}
+	slices.SortFunc(snaps, func(a, b IndexValue) int {
+		if c := strings.Compare(a.Index, b.Index); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Value, b.Value)
+	})
+	return &MutationError{Keys: slices.Compact(keys), Snapshots: slices.Compact(snaps)}
+}
+
+// sameFunc returns a function telling whether a and b are the same object: == for
+// pointers and other comparable values, reflect.DeepEqual for the rest.
+func sameFunc[T any]() func(a, b T) bool {
+	if reflect.TypeFor[T]().Kind() == reflect.Pointer {
+		return func(a, b T) bool { return any(a) == any(b) }
+	}
+	return func(a, b T) bool {
+		va, vb := reflect.ValueOf(&a).Elem(), reflect.ValueOf(&b).Elem()
+		if va.Comparable() && vb.Comparable() {
+			return va.Equal(vb)
+		}
+		return reflect.DeepEqual(a, b)
+	}
 }
 
 // defaultDeepCopy returns T's own deep-copy method as a function, or panics.

@@ -352,8 +352,8 @@ func TestChurnDoesNotLeak(t *testing.T) {
 		if len(ix.ids) > 2*live || len(ix.vals) > 2*live+1 || len(ix.multi) > live {
 			t.Errorf("index %d: %d ids, %d value entries, %d multi slots after churn", j, len(ix.ids), len(ix.vals), len(ix.multi))
 		}
-		for _, e := range ix.vals {
-			if cap(e.members) > 64 {
+		for i := range ix.vals {
+			if e := &ix.vals[i]; cap(e.members) > 64 {
 				t.Errorf("index %d keeps a member list of capacity %d", j, cap(e.members))
 			}
 		}

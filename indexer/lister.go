@@ -2,6 +2,7 @@ package indexer
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -72,8 +73,10 @@ func (n NamespaceLister[T]) Get(name string) (T, error) {
 
 // List returns the objects of the namespace whose labels match selector (nil matches
 // everything), read from the namespace index: O(objects in the namespace), not
-// O(all objects). It fails with ErrUnknownIndex if the Indexer has no index named
-// NamespaceIndexName.
+// O(all objects). The slice is new and belongs to the caller: it is copied from the
+// namespace's ByIndex snapshot, which List builds if needed and the Indexer then
+// keeps until the namespace changes. It fails with ErrUnknownIndex if the Indexer
+// has no index named NamespaceIndexName.
 func (n NamespaceLister[T]) List(selector labels.Selector) ([]T, error) {
 	if n.namespace == metav1.NamespaceAll {
 		return n.l.List(selector)
@@ -81,14 +84,16 @@ func (n NamespaceLister[T]) List(selector labels.Selector) ([]T, error) {
 	if selector != nil && labels.MatchesNothing(selector) {
 		return nil, nil
 	}
+	// The namespace's ByIndex snapshot is shared and read-only: copy from it.
 	objs, err := n.l.idx.ByIndex(NamespaceIndexName, n.namespace)
-	if err != nil {
+	if err != nil || len(objs) == 0 {
 		return nil, err
 	}
-	return filter(objs, selector), nil
+	return filter(slices.Clone(objs), selector), nil
 }
 
-// filter keeps the objects matching selector, in place. It runs without any lock.
+// filter keeps the objects matching selector, in place: objs must be the caller's.
+// It runs without any lock.
 func filter[T metav1.Object](objs []T, selector labels.Selector) []T {
 	if selector == nil || selector.Empty() {
 		return objs

@@ -3,6 +3,8 @@ package indexer
 import (
 	"errors"
 	"reflect"
+	"runtime"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -36,11 +38,48 @@ func metaKey(obj metav1.Object) (string, error) {
 
 // NamespaceIndex indexes an object by its namespace ("" for cluster-scoped objects).
 // Register it under NamespaceIndexName.
+//
+// An Indexer whose keys are MetaKey of a pointer type (the default for Kubernetes
+// types) recognizes NamespaceIndex among its index functions and does not call it:
+// it indexes the namespace it already read for the key, which saves the one-element
+// slice a call allocates on every write. The result is the same.
 func NamespaceIndex[T metav1.Object](obj T) ([]string, error) {
 	if isNilMeta(obj) {
 		return nil, ErrNilObject
 	}
 	return []string{obj.GetNamespace()}, nil
+}
+
+// namespaceIndexName is the name the runtime gives every instantiation of
+// NamespaceIndex, used as a function value: "<package path>.NamespaceIndex[...]".
+var namespaceIndexName = strings.TrimSuffix(funcName(metaKey), "metaKey") + "NamespaceIndex[...]"
+
+func funcName(fn any) string {
+	if f := runtime.FuncForPC(reflect.ValueOf(fn).Pointer()); f != nil {
+		return f.Name()
+	}
+	return ""
+}
+
+// namespaceIndexes reports, for each of fns, whether it is NamespaceIndex and the
+// Indexer can index the namespace it reads for the key instead of calling it (see
+// indexSet.byNamespace); nil if none is. A function is recognized by its name, which
+// no function outside this package can have; wrapping NamespaceIndex in another
+// function only loses the saving.
+func (x *Indexer[T]) namespaceIndexes(fns []IndexFunc[T]) []bool {
+	if x.kf.nsName == nil {
+		return nil
+	}
+	var out []bool
+	for j, fn := range fns {
+		if funcName(fn) == namespaceIndexName {
+			if out == nil {
+				out = make([]bool, len(fns))
+			}
+			out[j] = true
+		}
+	}
+	return out
 }
 
 func isNilMeta(obj metav1.Object) bool {

@@ -21,27 +21,34 @@ import (
 // KeyFunc), each also with hashes so weak that every probe sequence is long and wraps.
 func TestMetaKeysMatchModel(t *testing.T) {
 	type variant struct {
-		name            string
-		stored, collide bool
-		maxSize, seeds  int
+		name                       string
+		stored, collide, noNSIndex bool
+		maxSize, seeds             int
 	}
 	for _, v := range []variant{
 		{name: "derived", maxSize: 2000, seeds: 3},
+		{name: "derived-without-namespace-index", noNSIndex: true, maxSize: 2000, seeds: 2},
+		{name: "derived-colliding-without-namespace-index", collide: true, noNSIndex: true, maxSize: 150, seeds: 1},
 		{name: "stored", stored: true, maxSize: 2000, seeds: 2},
 		{name: "derived-colliding", collide: true, maxSize: 150, seeds: 2},
 		{name: "stored-colliding", stored: true, collide: true, maxSize: 150, seeds: 2},
 	} {
 		for seed := range uint64(v.seeds) {
 			t.Run(fmt.Sprint(v.name, "/seed", seed), func(t *testing.T) {
-				metaKeysModel(t, seed, v.stored, v.collide, v.maxSize)
+				metaKeysModel(t, seed, v.stored, v.collide, v.noNSIndex, v.maxSize)
 			})
 		}
 	}
 }
 
-func metaKeysModel(t *testing.T, seed uint64, stored, collide bool, maxSize int) {
+func metaKeysModel(t *testing.T, seed uint64, stored, collide, noNSIndex bool, maxSize int) {
 	rng := rand.New(rand.NewPCG(seed, 42))
 	cfg := Config[*corev1.ConfigMap]{Indexers: Indexers[*corev1.ConfigMap]{NamespaceIndexName: NamespaceIndex[*corev1.ConfigMap]}}
+	if noNSIndex {
+		// The same function wrapped: not recognized, so keys read their namespace
+		// from the objects.
+		cfg.Indexers[NamespaceIndexName] = func(o *corev1.ConfigMap) ([]string, error) { return NamespaceIndex(o) }
+	}
 	if stored {
 		cfg.KeyFunc = MetaKey[*corev1.ConfigMap]
 	}
@@ -49,6 +56,9 @@ func metaKeysModel(t *testing.T, seed uint64, stored, collide bool, maxSize int)
 	x.kf.collide = collide
 	if (x.c.keys != nil) != stored {
 		t.Fatalf("keys stored: %v, want %v", x.c.keys != nil, stored)
+	}
+	if wantNS := !stored && !noNSIndex; (x.c.nsIdx != nil) != wantNS {
+		t.Fatalf("namespaces read from the namespace index: %v, want %v", x.c.nsIdx != nil, wantNS)
 	}
 	l := NewLister(x)
 	model := map[string]*corev1.ConfigMap{}
@@ -233,6 +243,20 @@ func TestMetaKeysAllocationFree(t *testing.T) {
 	}); n != 0 {
 		t.Errorf("reads allocate %v times", n)
 	}
+	// Delete by object does not build the key either.
+	if n := testing.AllocsPerRun(100, func() {
+		if err := x.Delete(objs[5]); err != nil {
+			t.Fatal(err)
+		}
+		if err := x.Add(objs[5]); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("Delete and Add of a stored object allocate %v times", n)
+	}
+	if got, ok := x.Get("ns/cm-5"); !ok || got != objs[5] || x.Len() != 100 {
+		t.Fatalf("after Delete and Add: Get = %v, %v; Len %d", got, ok, x.Len())
+	}
 }
 
 // TestMetaKeysSurviveRenamedObjects: a caller that renames a stored object in place
@@ -275,4 +299,108 @@ func TestMetaKeysSurviveRenamedObjects(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNamespaceIndexRecognized checks that an Indexer keyed by MetaKey recognizes
+// NamespaceIndex, indexes namespaces without calling it (so an Update of a stored key
+// allocates nothing), reads keys' namespaces from that index, and gives the same
+// results as the same function wrapped, which it does not recognize.
+func TestNamespaceIndexRecognized(t *testing.T) {
+	wrapped := func(o *corev1.ConfigMap) ([]string, error) { return NamespaceIndex(o) }
+	fast := New(Config[*corev1.ConfigMap]{Indexers: Indexers[*corev1.ConfigMap]{NamespaceIndexName: NamespaceIndex[*corev1.ConfigMap]}})
+	slow := New(Config[*corev1.ConfigMap]{Indexers: Indexers[*corev1.ConfigMap]{NamespaceIndexName: wrapped}})
+	late := New(Config[*corev1.ConfigMap]{})
+	stored := New(Config[*corev1.ConfigMap]{
+		KeyFunc:  MetaKey[*corev1.ConfigMap],
+		Indexers: Indexers[*corev1.ConfigMap]{NamespaceIndexName: NamespaceIndex[*corev1.ConfigMap]},
+	})
+	all := []*Indexer[*corev1.ConfigMap]{fast, slow, late, stored}
+	var objs []*corev1.ConfigMap
+	for i := range 60 {
+		objs = append(objs, cm(fmt.Sprint("ns-", i%3), fmt.Sprint("cm-", i), nil))
+	}
+	objs = append(objs, cm("", "cluster-scoped", nil))
+	for _, x := range all {
+		for _, o := range objs {
+			if err := x.Add(o); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := late.AddIndexes(Indexers[*corev1.ConfigMap]{NamespaceIndexName: NamespaceIndex[*corev1.ConfigMap]}); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []bool{true, false, true, false} {
+		x := all[i]
+		if got := x.c.nsIdx != nil; got != want {
+			t.Fatalf("indexer %d: NamespaceIndex recognized %v, want %v", i, got, want)
+		}
+		if err := x.validate(); err != nil {
+			t.Fatalf("indexer %d: %v", i, err)
+		}
+	}
+	// Move objects between namespaces (delete + add) and churn, then compare.
+	for i, o := range objs[:20] {
+		moved := cm("ns-moved", o.Name, nil)
+		for _, x := range all {
+			_ = x.Delete(o)
+			_ = x.Add(moved)
+			if i%4 == 0 {
+				_ = x.Delete(moved)
+			}
+		}
+	}
+	for _, ns := range []string{"", "ns-0", "ns-1", "ns-2", "ns-moved", "none"} {
+		want, _ := slow.IndexKeys(NamespaceIndexName, ns)
+		for i, x := range all {
+			got, err := x.IndexKeys(NamespaceIndexName, ns)
+			if err != nil || !slices.Equal(sorted(got), sorted(want)) {
+				t.Fatalf("indexer %d: namespace %q holds %v, %v; want %v", i, ns, sorted(got), err, sorted(want))
+			}
+			for _, k := range want {
+				if _, ok := x.Get(k); !ok {
+					t.Fatalf("indexer %d: Get(%q) missed", i, k)
+				}
+			}
+		}
+	}
+	for i, x := range all {
+		if err := x.validate(); err != nil {
+			t.Fatalf("indexer %d after churn: %v", i, err)
+		}
+	}
+
+	// An update of a stored key, indexed by the recognized NamespaceIndex only,
+	// allocates nothing; the wrapped function's result slice costs one allocation.
+	a, b := objs[30], objs[30].DeepCopy()
+	for _, c := range []struct {
+		x    *Indexer[*corev1.ConfigMap]
+		want float64
+	}{{fast, 0}, {slow, 1}} {
+		n := 0
+		got := testing.AllocsPerRun(100, func() {
+			obj := a
+			if n++; n%2 == 0 {
+				obj = b
+			}
+			if err := c.x.Update(obj); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if got != c.want {
+			t.Errorf("Update allocates %v times, want %v", got, c.want)
+		}
+	}
+}
+
+// FuzzMetaKeys runs the MetaKey model with fuzzed seeds and variants: keys read from
+// the objects (namespaces from the recognized NamespaceIndex or from the objects) or
+// stored, with normal or colliding hashes.
+func FuzzMetaKeys(f *testing.F) {
+	f.Add(uint64(1), false, false, false)
+	f.Add(uint64(2), false, true, true)
+	f.Add(uint64(3), true, true, false)
+	f.Fuzz(func(t *testing.T, seed uint64, stored, collide, noNSIndex bool) {
+		metaKeysModel(t, seed, stored, collide, noNSIndex, 300)
+	})
 }

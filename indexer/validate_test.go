@@ -21,6 +21,20 @@ func (x *Indexer[T]) validate() error {
 	if c.keys != nil && len(c.keys) != len(c.objs) {
 		return fmt.Errorf("%d keys for %d slots", len(c.keys), len(c.objs))
 	}
+	if (c.names == nil) != (c.keys != nil) || (c.names != nil && len(c.names) != len(c.objs)) {
+		return fmt.Errorf("%d names for %d slots (stored keys %v)", len(c.names), len(c.objs), c.keys != nil)
+	}
+	if c.nsIdx != nil && (!c.nsIdx.byNamespace || !slices.Contains(c.idx, c.nsIdx)) {
+		return fmt.Errorf("the namespace index is not one of the indexes by namespace")
+	}
+	for j, ix := range c.idx {
+		if ix.byNamespace != (set.byNamespace != nil && set.byNamespace[j]) {
+			return fmt.Errorf("index %q by namespace: %v, its set says otherwise", set.names[j], ix.byNamespace)
+		}
+		if ix.byNamespace && c.nsIdx == nil {
+			return fmt.Errorf("index %q is by namespace, and there is no namespace index", set.names[j])
+		}
+	}
 	free := make(map[int32]bool, len(c.free))
 	for _, s := range c.free {
 		if free[s] {
@@ -30,8 +44,8 @@ func (x *Indexer[T]) validate() error {
 		if c.live(int(s)) {
 			return fmt.Errorf("free slot %d is live (key %q)", s, c.keyAt(s))
 		}
-		if c.keys == nil && !c.kf.isNil(c.objs[s]) {
-			return fmt.Errorf("free slot %d holds an object", s)
+		if c.keys == nil && (!c.kf.isNil(c.objs[s]) || c.names[s] != "") {
+			return fmt.Errorf("free slot %d holds an object or a name", s)
 		}
 	}
 	live := 0
@@ -77,6 +91,34 @@ func (x *Indexer[T]) validate() error {
 			return dedupe(v), true
 		}); err != nil {
 			return fmt.Errorf("index %q: %w", set.names[j], err)
+		}
+		if err := ix.validateSnapshots(c.objs); err != nil {
+			return fmt.Errorf("index %q: %w", set.names[j], err)
+		}
+	}
+	return nil
+}
+
+// validateSnapshots checks that every snapshot holds exactly the objects of its
+// value's members, in member order, with no spare capacity.
+func (ix *index[T]) validateSnapshots(objs []T) error {
+	same := sameFunc[T]()
+	for id := range ix.vals {
+		e := &ix.vals[id]
+		p := e.snap.Load()
+		if p == nil {
+			continue
+		}
+		if len(p.objs) != len(e.members) || cap(p.objs) != len(p.objs) {
+			return fmt.Errorf("snapshot of %q has len %d cap %d for %d members", e.value, len(p.objs), cap(p.objs), len(e.members))
+		}
+		for i, s := range e.members {
+			if !same(p.objs[i], objs[s]) {
+				return fmt.Errorf("snapshot of %q is stale at %d (slot %d)", e.value, i, s)
+			}
+		}
+		if (p.ref != nil) != (ix.same != nil) {
+			return fmt.Errorf("snapshot of %q has a reference copy %v with the detector %v", e.value, p.ref != nil, ix.same != nil)
 		}
 	}
 	return nil
@@ -124,10 +166,14 @@ func (c *core[T]) validateTable() error {
 
 // validate checks the index's invariants over n slots; want reports the values slot s
 // must be indexed under, and whether it is live.
-func (ix *index) validate(n int, want func(s int) ([]string, bool)) error {
+func (ix *index[T]) validate(n int, want func(s int) ([]string, bool)) error {
 	members := 0
-	for id, e := range ix.vals {
+	for id := range ix.vals {
+		e := &ix.vals[id]
 		if len(e.members) == 0 {
+			if e.snap.Load() != nil {
+				return fmt.Errorf("empty value id %d has a snapshot", id)
+			}
 			if e.value != "" || slices.Contains(ix.freeIDs, int32(id)) == false {
 				return fmt.Errorf("empty value id %d (%q) is not free", id, e.value)
 			}
@@ -174,7 +220,7 @@ func (ix *index) validate(n int, want func(s int) ([]string, bool)) error {
 	return nil
 }
 
-func (ix *index) hasMembership(s, id, pos int32) bool {
+func (ix *index[T]) hasMembership(s, id, pos int32) bool {
 	if int(s) >= len(ix.slotVal) {
 		return false
 	}
