@@ -29,6 +29,8 @@ var rows = []row{
 	{area: "indexer", title: "ByIndex", c: "IndexerByIndex", unit: "allocs/op", target: target{kind: ratioMax, value: 0.999, text: "fewer allocs (ratio < 1)"}},
 	{area: "indexer", title: "ByIndex, typed result (client-go: ByIndex then []*ConfigMap, as a typed caller needs)", c: "IndexerByIndex", base: "client-go-typed", unit: "allocs/op", target: target{kind: ratioMax, value: 0.999, text: "fewer allocs (ratio < 1)"}},
 	{area: "indexer", title: "AppendByIndex into a reused buffer", c: "IndexerByIndex", impl: "ctrlkit-append", unit: "allocs/op", target: target{kind: ratioMax, value: 0.999, text: "fewer allocs (ratio < 1)"}},
+	{area: "indexer", title: "ByIndex after an Update that changed its bucket (Update + ByIndex; ctrlkit rebuilds its snapshot)", c: "IndexerByIndexChanging", unit: "sec/op"},
+	{area: "indexer", title: "ByIndex after a changing Update", c: "IndexerByIndexChanging", unit: "allocs/op"},
 	{area: "indexer", title: "Replace 100k into an empty store", c: "IndexerReplace/initial", unit: "sec/op"},
 	{area: "indexer", title: "Replace 100k into an empty store: peak heap", c: "IndexerReplace/initial", unit: "peak-B", target: target{kind: ratioMax, value: 0.6, text: "≤ 0.6×"}},
 	{area: "indexer", title: "Replace 100k over 100k (relist)", c: "IndexerReplace/relist", unit: "sec/op"},
