@@ -266,3 +266,35 @@ func TestAddAfterTiesFireInScheduleOrder(t *testing.T) {
 		})
 	}
 }
+
+// TestScheduleCompactionEmptiesOverflow: a compaction of the schedule that finds every
+// element of the overflow heap stale (all pending deadlines moved into the timing wheel)
+// leaves an empty heap and the deadlines intact.
+func TestScheduleCompactionEmptiesOverflow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := New(Config[int]{})
+		defer q.ShutDown()
+		const n = 100 // > compactMin: the third pass compacts
+		for i := range n {
+			q.AddAfter(i, time.Hour) // overflow heap
+		}
+		for i := range n {
+			q.AddAfter(i, 2*time.Millisecond) // timing wheel: the heap's elements are stale
+		}
+		for i := range n {
+			q.AddAfter(i, time.Millisecond) // more stale elements: compaction
+		}
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		checkInvariants(t, q)
+		if got := getAll(t, q); len(got) != n {
+			t.Fatalf("%d items at 1ms, want %d", len(got), n)
+		}
+		time.Sleep(2 * time.Hour)
+		synctest.Wait()
+		if l := q.Len(); l != 0 {
+			t.Fatalf("Len = %d after the stale deadlines passed", l)
+		}
+		checkInvariants(t, q)
+	})
+}

@@ -28,6 +28,11 @@ const (
 	maxLoadNum, maxLoadDen = 3, 4
 )
 
+// itemSeed hashes items for every index of the package: a queue and its built-in rate
+// limiters then hash an item once per AddRateLimited (one seed per process, random, so
+// hash-flooding inputs cannot be prepared in advance).
+var itemSeed = maphash.MakeSeed()
+
 // tagOf hashes item for the index.
 func tagOf[T comparable](seed maphash.Seed, item T) uint32 {
 	return uint32(maphash.Comparable(seed, item) >> 32)

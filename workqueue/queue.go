@@ -114,7 +114,7 @@ type Queue[T comparable] struct {
 	shutFlag atomic.Bool
 	delays   atomic.Bool
 	epoch    time.Time    // origin of the monotonic clock used for deadlines and stamps
-	seed     maphash.Seed // q.c.seed, for adders that hash items before taking a lock
+	seed     maphash.Seed // q.c.seed (itemSeed), for adders that hash items before taking a lock
 	limiter  RateLimiter[T]
 	clk      clocked[T] // limiter, if it is a built-in one; nil otherwise
 	keyOf    func(T) string
@@ -210,7 +210,7 @@ func New[T comparable](cfg Config[T]) *Queue[T] {
 	if keep == 0 {
 		keep = DefaultKeepFinished
 	}
-	q.seed = maphash.MakeSeed()
+	q.seed = itemSeed
 	q.c.init(q.seed, uint64(aging), keep, cfg.Metrics != nil)
 	if q.metrics != nil {
 		q.metrics.Attach(q.inFlight)
@@ -232,7 +232,7 @@ func (q *Queue[T]) key(item T) string {
 // twice; an item being processed is handed out again after its Done. After shut-down Add
 // does nothing.
 func (q *Queue[T]) Add(item T) {
-	q.addNow(item, 0, q.key(item), false)
+	q.addNow(item, tagOf(q.seed, item), 0, q.key(item), false)
 }
 
 // AddAfter adds item once d has passed (at once if d <= 0). If the item is already
@@ -242,11 +242,12 @@ func (q *Queue[T]) AddAfter(item T, d time.Duration) {
 	if q.shutFlag.Load() {
 		return
 	}
+	tag := tagOf(q.seed, item)
 	if d <= 0 {
-		q.addNow(item, 0, q.key(item), true)
+		q.addNow(item, tag, 0, q.key(item), true)
 		return
 	}
-	q.addDelayed(item, d, q.now(), 0, q.key(item), true)
+	q.addDelayed(item, tag, d, q.now(), 0, q.key(item), true)
 }
 
 // AddRateLimited records a failure of item with the RateLimiter and adds it after the
@@ -255,14 +256,16 @@ func (q *Queue[T]) AddRateLimited(item T) {
 	if q.shutFlag.Load() {
 		return
 	}
+	tag := tagOf(q.seed, item)
 	now := q.now()
-	q.addDelayed(item, q.when(item, now), now, 0, q.key(item), true)
+	q.addDelayed(item, tag, q.when(item, tag, now), now, 0, q.key(item), true)
 }
 
-// when asks the rate limiter for item's delay; now is the current time on the queue's clock.
-func (q *Queue[T]) when(item T, now int64) time.Duration {
+// when asks the rate limiter for item's delay; tag is tagOf(item) and now the current
+// time on the queue's clock.
+func (q *Queue[T]) when(item T, tag uint32, now int64) time.Duration {
 	if q.clk != nil {
-		return q.clk.whenAt(item, q.epoch.Add(time.Duration(now)))
+		return q.clk.whenAt(item, tag, q.epoch.Add(time.Duration(now)))
 	}
 	return q.limiter.When(item)
 }
@@ -275,18 +278,19 @@ func (q *Queue[T]) AddWithOptions(item T, opts AddOptions) {
 		return
 	}
 	d := opts.Delay
+	tag := tagOf(q.seed, item)
 	var now int64
 	if opts.RateLimited || d > 0 {
 		now = q.now()
 	}
 	if opts.RateLimited {
-		d = max(d, q.when(item, now))
+		d = max(d, q.when(item, tag, now))
 	}
 	if d > 0 || opts.RateLimited {
-		q.addDelayed(item, d, now, opts.Priority, q.key(item), true)
+		q.addDelayed(item, tag, d, now, opts.Priority, q.key(item), true)
 		return
 	}
-	q.addNow(item, opts.Priority, q.key(item), false)
+	q.addNow(item, tag, opts.Priority, q.key(item), false)
 }
 
 // Forget clears the item's failure history in the RateLimiter. Call it when an item
@@ -296,8 +300,8 @@ func (q *Queue[T]) Forget(item T) { q.limiter.Forget(item) }
 // NumRequeues returns the item's failure count in the RateLimiter.
 func (q *Queue[T]) NumRequeues(item T) int { return q.limiter.NumRequeues(item) }
 
-func (q *Queue[T]) addNow(item T, prio int, key string, retried bool) {
-	tag := tagOf(q.seed, item) // outside the lock
+// addNow adds item at once; tag is tagOf(item), computed outside the lock.
+func (q *Queue[T]) addNow(item T, tag uint32, prio int, key string, retried bool) {
 	q.mu.Lock()
 	if q.shut {
 		q.mu.Unlock()
@@ -322,10 +326,11 @@ func (q *Queue[T]) addNow(item T, prio int, key string, retried bool) {
 	}
 }
 
-// addDelayed adds item after d from now, the current time on the queue's clock.
-func (q *Queue[T]) addDelayed(item T, d time.Duration, now int64, prio int, key string, retried bool) {
+// addDelayed adds item after d from now, the current time on the queue's clock; tag is
+// tagOf(item).
+func (q *Queue[T]) addDelayed(item T, tag uint32, d time.Duration, now int64, prio int, key string, retried bool) {
 	if d <= 0 {
-		q.addNow(item, prio, key, retried)
+		q.addNow(item, tag, prio, key, retried)
 		return
 	}
 	if !q.delays.Load() {
@@ -336,7 +341,6 @@ func (q *Queue[T]) addDelayed(item T, d time.Duration, now int64, prio int, key 
 		q.smu.Unlock()
 		return
 	}
-	tag := tagOf(q.seed, item)
 	at := now + int64(d)
 	if at < now { // overflow: as late as the clock goes
 		at = math.MaxInt64

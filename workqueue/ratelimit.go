@@ -2,7 +2,6 @@ package workqueue
 
 import (
 	"fmt"
-	"hash/maphash"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -27,16 +26,17 @@ type RateLimiter[T comparable] interface {
 	NumRequeues(item T) int
 }
 
-// clocked is implemented by the built-in limiters: whenAt is When at a given instant, so a
-// queue that reads the clock anyway spares the limiter a second, costlier time.Now.
+// clocked is implemented by the built-in limiters: whenAt is When at a given instant, for
+// an item whose hash tagOf(itemSeed, item) is tag, so a queue that reads the clock and
+// hashes the item anyway spares the limiter a second, costlier time.Now and a second hash.
 type clocked[T comparable] interface {
-	whenAt(item T, now time.Time) time.Duration
+	whenAt(item T, tag uint32, now time.Time) time.Duration
 }
 
 // whenAt asks r for item's delay at now, through clocked if r has it.
-func whenAt[T comparable](r RateLimiter[T], item T, now time.Time) time.Duration {
+func whenAt[T comparable](r RateLimiter[T], item T, tag uint32, now time.Time) time.Duration {
 	if c, ok := r.(clocked[T]); ok {
-		return c.whenAt(item, now)
+		return c.whenAt(item, tag, now)
 	}
 	return r.When(item)
 }
@@ -70,8 +70,7 @@ func DefaultRateLimiter[T comparable]() *MaxOfLimiter[T] {
 // peak >= idx.n.
 type failures[T comparable] struct {
 	mu   sync.Mutex
-	seed maphash.Seed // made with the first table
-	idx  index
+	idx  index // hashed with itemSeed, as the queue's
 	recs []failRec[T]
 	free int32
 	peak int // the most items remembered since the table was made
@@ -106,13 +105,14 @@ func (f *failures[T]) find(item T, tag uint32) (int32, int) {
 }
 
 // inc records a failure and returns the count before it.
-func (f *failures[T]) inc(item T) int {
+func (f *failures[T]) inc(item T) int { return f.incTag(item, tagOf(itemSeed, item)) }
+
+// incTag is inc for an item whose tagOf(itemSeed, item) is tag.
+func (f *failures[T]) incTag(item T, tag uint32) int {
 	f.mu.Lock()
 	if f.recs == nil {
-		f.seed = maphash.MakeSeed()
 		f.free = none
 	}
-	tag := tagOf(f.seed, item)
 	s, pos := f.find(item, tag)
 	if s == none {
 		if f.free != none {
@@ -145,7 +145,7 @@ func (f *failures[T]) get(item T) int {
 	if f.recs == nil {
 		return 0
 	}
-	s, _ := f.find(item, tagOf(f.seed, item))
+	s, _ := f.find(item, tagOf(itemSeed, item))
 	if s == none {
 		return 0
 	}
@@ -158,7 +158,7 @@ func (f *failures[T]) forget(item T) {
 	if f.recs == nil {
 		return
 	}
-	tag := tagOf(f.seed, item)
+	tag := tagOf(itemSeed, item)
 	s, _ := f.find(item, tag)
 	if s == none {
 		return
@@ -184,7 +184,7 @@ func (f *failures[T]) rebuild() {
 		s := int32(len(f.recs))
 		f.recs = append(f.recs, r)
 		f.recs[s].next = none
-		tag := tagOf(f.seed, r.item)
+		tag := tagOf(itemSeed, r.item)
 		f.idx.put(tag, f.idx.emptyOrNone(tag), s)
 	}
 	f.peak = f.idx.n
@@ -235,7 +235,9 @@ func (l *ExponentialLimiter[T]) When(item T) time.Duration {
 	return backoff(l.base, l.max, l.f.inc(item))
 }
 
-func (l *ExponentialLimiter[T]) whenAt(item T, _ time.Time) time.Duration { return l.When(item) }
+func (l *ExponentialLimiter[T]) whenAt(item T, tag uint32, _ time.Time) time.Duration {
+	return backoff(l.base, l.max, l.f.incTag(item, tag))
+}
 
 // Forget drops the item's failure count.
 func (l *ExponentialLimiter[T]) Forget(item T) { l.f.forget(item) }
@@ -273,13 +275,15 @@ func NewFastSlow[T comparable](fast, slow time.Duration, maxFast int) *FastSlowL
 
 // When records a failure; the first maxFast failures wait fast, later ones slow.
 func (l *FastSlowLimiter[T]) When(item T) time.Duration {
-	if l.f.inc(item) < l.maxFast {
+	return l.whenAt(item, tagOf(itemSeed, item), time.Time{})
+}
+
+func (l *FastSlowLimiter[T]) whenAt(item T, tag uint32, _ time.Time) time.Duration {
+	if l.f.incTag(item, tag) < l.maxFast {
 		return l.fast
 	}
 	return l.slow
 }
-
-func (l *FastSlowLimiter[T]) whenAt(item T, _ time.Time) time.Duration { return l.When(item) }
 
 // Forget drops the item's failure count.
 func (l *FastSlowLimiter[T]) Forget(item T) { l.f.forget(item) }
@@ -307,9 +311,9 @@ func NewBucket[T comparable](lim *rate.Limiter) *BucketLimiter[T] {
 }
 
 // When reserves a token and returns the wait until it is available.
-func (l *BucketLimiter[T]) When(item T) time.Duration { return l.whenAt(item, time.Now()) }
+func (l *BucketLimiter[T]) When(item T) time.Duration { return l.whenAt(item, 0, time.Now()) }
 
-func (l *BucketLimiter[T]) whenAt(_ T, now time.Time) time.Duration {
+func (l *BucketLimiter[T]) whenAt(_ T, _ uint32, now time.Time) time.Duration {
 	return l.lim.ReserveN(now, 1).DelayFrom(now)
 }
 
@@ -349,11 +353,11 @@ func (l *MaxOfLimiter[T]) When(item T) time.Duration {
 	return d
 }
 
-func (l *MaxOfLimiter[T]) whenAt(item T, now time.Time) time.Duration {
+func (l *MaxOfLimiter[T]) whenAt(item T, tag uint32, now time.Time) time.Duration {
 	var d time.Duration
 	for i, r := range l.limiters {
 		if c := l.clocks[i]; c != nil {
-			d = max(d, c.whenAt(item, now))
+			d = max(d, c.whenAt(item, tag, now))
 		} else {
 			d = max(d, r.When(item))
 		}
@@ -412,8 +416,8 @@ func NewJitter[T comparable](inner RateLimiter[T], factor float64) *JitterLimite
 // When returns the inner delay plus jitter (saturating at the largest Duration).
 func (l *JitterLimiter[T]) When(item T) time.Duration { return l.jitter(l.inner.When(item)) }
 
-func (l *JitterLimiter[T]) whenAt(item T, now time.Time) time.Duration {
-	return l.jitter(whenAt(l.inner, item, now))
+func (l *JitterLimiter[T]) whenAt(item T, tag uint32, now time.Time) time.Duration {
+	return l.jitter(whenAt(l.inner, item, tag, now))
 }
 
 // jitter adds the random extra delay to d.

@@ -269,3 +269,30 @@ func TestQueueFailureBookkeepingIsBounded(t *testing.T) {
 		checkInvariants(t, q)
 	})
 }
+
+// TestLimiterTagPathSharesCounts: the queue hands the built-in limiters the item's hash
+// (whenAt), while When, Forget and NumRequeues hash it themselves; both must find the same
+// failure record.
+func TestLimiterTagPathSharesCounts(t *testing.T) {
+	l := NewMaxOf[string](NewExponential[string](time.Millisecond, time.Second), NewFastSlow[string](time.Millisecond, time.Second, 2))
+	now := time.Now()
+	want := []time.Duration{time.Millisecond, 2 * time.Millisecond, time.Second, time.Second}
+	for i, w := range want {
+		var d time.Duration
+		if i%2 == 0 {
+			d = l.When("x")
+		} else {
+			d = l.whenAt("x", tagOf(itemSeed, "x"), now)
+		}
+		if d != w {
+			t.Fatalf("failure %d: delay %v, want %v", i+1, d, w)
+		}
+	}
+	if n := l.NumRequeues("x"); n != len(want) {
+		t.Fatalf("NumRequeues = %d, want %d", n, len(want))
+	}
+	l.Forget("x")
+	if d := l.whenAt("x", tagOf(itemSeed, "x"), now); d != time.Millisecond {
+		t.Fatalf("delay after Forget = %v, want the base delay", d)
+	}
+}

@@ -316,8 +316,10 @@ func (c *core[T]) compactSchedule() {
 		d.inRing -= n - len(b.els)
 	}
 	d.over = slices.DeleteFunc(d.over, func(el delayed) bool { return !c.valid(el) })
-	for i := (len(d.over) - 2) / 4; i >= 0; i-- {
-		overDown(d.over, i)
+	if n := len(d.over); n > 1 { // (n-2)/4 is the last parent; n <= 1 needs nothing
+		for i := (n - 2) / 4; i >= 0; i-- {
+			overDown(d.over, i)
+		}
 	}
 	d.stale = 0
 }
