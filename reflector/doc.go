@@ -3,8 +3,9 @@
 // network and the server do.
 //
 // A Reflector[T] reads through a ListerWatcher[T] (FromTyped, FromDynamic
-// and FromMetadata adapt client-go's clients in one line) and writes to a
-// Store[T], typically a deltafifo. Run is an explicit state machine:
+// and FromMetadata adapt client-go's clients in one line; FromREST reads a
+// REST client's protobuf responses itself) and writes to a Store[T],
+// typically a deltafifo. Run is an explicit state machine:
 //
 //   - Listing. A streaming list (a watch with sendInitialEvents) where the
 //     server supports it: the objects arrive as events and end with a
@@ -48,7 +49,9 @@
 //   - Config.Transform runs on every object before the store sees it.
 //   - With a ReuseStore, a listed object is replaced in the list by the
 //     store's own instance only when Reuse returns one of the same
-//     namespace, name and resourceVersion.
+//     namespace, name and resourceVersion. With FromREST and a
+//     ReuseKeyStore, such an object is not even decoded, nor transformed:
+//     the store's instance is listed as it is.
 //   - Run starts no goroutine and returns when its context is done; Health
 //     and LastSyncResourceVersion are safe from any goroutine. The
 //     reflector calls the store, Transform and OnError from Run's goroutine
@@ -63,7 +66,10 @@
 // When the store is a ReuseStore (an informer's is), each listed object the
 // store already holds at the same resourceVersion is swapped for the
 // store's instance as soon as it is decoded, so a relist of mostly
-// unchanged objects holds one copy of the collection plus what changed. Per
+// unchanged objects holds one copy of the collection plus what changed.
+// With FromREST and a ReuseKeyStore (an informer's is), those objects are
+// not decoded at all: the relist allocates little more than the changed
+// objects, a key per object and one page or watch frame at a time. Per
 // watch event the reflector does a type assertion, the transform, the store
 // call and one short critical section to update Health.
 package reflector

@@ -1,0 +1,308 @@
+package reflector
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// This file reads the protobuf wire format of the Kubernetes API just far
+// enough to find objects and their identity without decoding them:
+//
+//   - A protobuf body is the 4 bytes "k8s\x00" followed by a runtime.Unknown
+//     message: typeMeta (1: apiVersion 1, kind 2), raw (2) holding the object's
+//     own message, contentEncoding (3), contentType (4).
+//   - A list's message holds its ListMeta in field 1 (resourceVersion 2,
+//     continue 3, remainingItemCount 4) and one item message per field 2.
+//   - A watch stream is a sequence of frames, each a 4-byte big-endian length
+//     and a metav1.WatchEvent message: type (1) and object (2), a RawExtension
+//     whose raw (1) is a protobuf body as above.
+//   - An object's ObjectMeta is its field 1: name 1, namespace 3,
+//     resourceVersion 6.
+//
+// Nothing here panics or allocates in proportion to a length it has not
+// checked against the bytes at hand.
+
+// protoMagic starts every protobuf body the API server sends.
+var protoMagic = []byte("k8s\x00")
+
+// errWire wraps every malformed-input error of this file.
+var errWire = errors.New("malformed protobuf")
+
+func wireErr(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", errWire, fmt.Sprintf(format, args...))
+}
+
+// wireField is one field of a protobuf message.
+type wireField struct {
+	num  uint64
+	typ  byte   // wire type: 0 varint, 1 fixed64, 2 length-delimited, 5 fixed32
+	u    uint64 // value of a varint
+	data []byte // value of a length-delimited field, aliasing the message
+}
+
+// nextField reads the field at the start of b and returns it with the bytes
+// that follow it.
+func nextField(b []byte) (wireField, []byte, error) {
+	var f wireField
+	tag, n := binary.Uvarint(b)
+	if n <= 0 {
+		return f, nil, wireErr("bad field tag")
+	}
+	b = b[n:]
+	f.num, f.typ = tag>>3, byte(tag&7)
+	if f.num == 0 || f.num > 1<<29-1 {
+		return f, nil, wireErr("field number %d", f.num)
+	}
+	switch f.typ {
+	case 0:
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			return f, nil, wireErr("bad varint in field %d", f.num)
+		}
+		f.u, b = v, b[n:]
+	case 1:
+		if len(b) < 8 {
+			return f, nil, wireErr("truncated fixed64 in field %d", f.num)
+		}
+		b = b[8:]
+	case 2:
+		l, n := binary.Uvarint(b)
+		if n <= 0 || l > uint64(len(b)-n) {
+			return f, nil, wireErr("bad length in field %d", f.num)
+		}
+		b = b[n:]
+		f.data, b = b[:l:l], b[l:]
+	case 5:
+		if len(b) < 4 {
+			return f, nil, wireErr("truncated fixed32 in field %d", f.num)
+		}
+		b = b[4:]
+	default:
+		return f, nil, wireErr("wire type %d in field %d", f.typ, f.num)
+	}
+	return f, b, nil
+}
+
+// envelope is a protobuf body's runtime.Unknown: the kind of the object and
+// its message.
+type envelope struct {
+	apiVersion, kind []byte
+	raw              []byte
+}
+
+// readEnvelope reads a protobuf body: the magic prefix and a
+// runtime.Unknown holding an unencoded (not gzipped) object.
+func readEnvelope(b []byte) (envelope, error) {
+	var e envelope
+	if !bytes.HasPrefix(b, protoMagic) {
+		return e, wireErr("no %q prefix", protoMagic)
+	}
+	b = b[len(protoMagic):]
+	for len(b) > 0 {
+		f, rest, err := nextField(b)
+		if err != nil {
+			return e, err
+		}
+		b = rest
+		if f.typ != 2 {
+			continue
+		}
+		switch f.num {
+		case 1: // typeMeta
+			for tm := f.data; len(tm) > 0; {
+				g, rest, err := nextField(tm)
+				if err != nil {
+					return e, err
+				}
+				tm = rest
+				switch {
+				case g.num == 1 && g.typ == 2:
+					e.apiVersion = g.data
+				case g.num == 2 && g.typ == 2:
+					e.kind = g.data
+				}
+			}
+		case 2:
+			e.raw = f.data
+		case 3:
+			if len(f.data) > 0 {
+				return e, wireErr("unsupported content encoding %q", f.data)
+			}
+		}
+	}
+	return e, nil
+}
+
+// wireKey is what identifies one version of an object.
+type wireKey struct {
+	namespace, name, resourceVersion []byte
+}
+
+// readKey reads the namespace, name and resourceVersion from an object's
+// message, skipping everything else. ok is false when the message holds no
+// metadata or more than one (protobuf would merge them: only a full decode
+// tells the result). As with decoding, the last occurrence of a string
+// field wins.
+func readKey(obj []byte) (k wireKey, ok bool, err error) {
+	var meta []byte
+	seen := false
+	for b := obj; len(b) > 0; {
+		f, rest, err := nextField(b)
+		if err != nil {
+			return k, false, err
+		}
+		b = rest
+		if f.num == 1 {
+			if f.typ != 2 || seen {
+				return k, false, nil
+			}
+			meta, seen = f.data, true
+		}
+	}
+	if !seen {
+		return k, false, nil
+	}
+	for b := meta; len(b) > 0; {
+		f, rest, err := nextField(b)
+		if err != nil {
+			return k, false, err
+		}
+		b = rest
+		if f.typ != 2 {
+			continue
+		}
+		switch f.num {
+		case 1:
+			k.name = f.data
+		case 3:
+			k.namespace = f.data
+		case 6:
+			k.resourceVersion = f.data
+		}
+	}
+	return k, true, nil
+}
+
+// listBody is a list message: its metadata and items.
+type listBody struct {
+	resourceVersion, continueToken []byte
+	remaining                      *int64
+	// items are the item messages, aliasing the body.
+	items [][]byte
+}
+
+// readList reads a list's message.
+func readList(b []byte) (listBody, error) {
+	var l listBody
+	n := 0
+	for c := b; len(c) > 0; {
+		f, rest, err := nextField(c)
+		if err != nil {
+			return l, err
+		}
+		c = rest
+		if f.num == 2 && f.typ == 2 {
+			n++
+		}
+	}
+	l.items = make([][]byte, 0, n)
+	for len(b) > 0 {
+		f, rest, _ := nextField(b) // checked above
+		b = rest
+		if f.typ != 2 {
+			continue
+		}
+		switch f.num {
+		case 1:
+			for m := f.data; len(m) > 0; {
+				g, rest, err := nextField(m)
+				if err != nil {
+					return l, err
+				}
+				m = rest
+				switch {
+				case g.num == 2 && g.typ == 2:
+					l.resourceVersion = g.data
+				case g.num == 3 && g.typ == 2:
+					l.continueToken = g.data
+				case g.num == 4 && g.typ == 0:
+					v := int64(g.u)
+					l.remaining = &v
+				}
+			}
+		case 2:
+			l.items = append(l.items, f.data)
+		}
+	}
+	return l, nil
+}
+
+// readWatchEvent reads a watch frame's metav1.WatchEvent: its type and the
+// protobuf body of its object.
+func readWatchEvent(b []byte) (typ, object []byte, err error) {
+	for len(b) > 0 {
+		f, rest, err := nextField(b)
+		if err != nil {
+			return nil, nil, err
+		}
+		b = rest
+		if f.typ != 2 {
+			continue
+		}
+		switch f.num {
+		case 1:
+			typ = f.data
+		case 2:
+			object = nil
+			for r := f.data; len(r) > 0; {
+				g, rest, err := nextField(r)
+				if err != nil {
+					return nil, nil, err
+				}
+				r = rest
+				if g.num == 1 && g.typ == 2 {
+					object = g.data
+				}
+			}
+		}
+	}
+	return typ, object, nil
+}
+
+// maxFrame bounds the length of one watch frame: one object, which etcd
+// limits to a few megabytes.
+const maxFrame = 64 << 20
+
+// frameReader splits a protobuf watch stream into frames. The frame it
+// returns is valid until the next call: its buffer is reused.
+type frameReader struct {
+	r   io.Reader
+	buf []byte
+	hdr [4]byte
+}
+
+// next returns the next frame, io.EOF at a clean end of the stream and
+// io.ErrUnexpectedEOF when it ends inside a frame.
+func (f *frameReader) next() ([]byte, error) {
+	if _, err := io.ReadFull(f.r, f.hdr[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(f.hdr[:])
+	if n > maxFrame {
+		return nil, wireErr("watch frame of %d bytes exceeds the limit of %d", n, maxFrame)
+	}
+	if int(n) > cap(f.buf) {
+		f.buf = make([]byte, n, max(int(n), min(2*cap(f.buf), maxFrame)))
+	}
+	f.buf = f.buf[:n]
+	if _, err := io.ReadFull(f.r, f.buf); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return f.buf, nil
+}
