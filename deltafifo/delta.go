@@ -48,7 +48,9 @@ type Delta[T any] struct {
 	// the watch was down), so Object is the last state the store knew, which may be
 	// stale. An informer hands it to OnDelete as a tombstone.
 	FinalStateUnknown bool
-	// Key is the object's key (Config.KeyFunc), computed when the delta was queued.
+	// Key is the object's key (Config.KeyFunc), computed when the delta was queued;
+	// with the default key function, when it is popped (the same key, computed by the
+	// consumer rather than the producer).
 	Key string
 	// Object is the object after the change (for Deleted: its last known state). It is
 	// shared with the producer and the consumer: treat it as read-only.

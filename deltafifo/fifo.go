@@ -44,8 +44,9 @@ type Config[T any] struct {
 	// batch. Nil means no deletion detection on relist and no resync.
 	KnownObjects KnownObjects[T]
 
-	// MaxBatch caps the number of ordinary deltas in one batch. Zero means no cap. A
-	// relist batch is never split.
+	// MaxBatch caps the number of ordinary deltas in one batch. Whatever it is, such a
+	// batch holds at most 1024 deltas (the FIFO queues them in buffers of that size);
+	// zero means that cap only. A relist batch is never split.
 	MaxBatch int
 }
 
@@ -59,11 +60,18 @@ type Config[T any] struct {
 // batch is in flight at a time: concurrent Pop calls take turns, which keeps the order.
 //
 // Cost: Add, Update and Delete are O(1) amortized (plus the key function); a queued
-// delta costs 32 bytes (for a pointer T) besides the object; batch buffers are reused. A relist
-// holds the list it was given and one key per object until it is popped; popping it
-// costs O(listed + known keys) time and, unless KnownObjects is an AbsentFinder (which
-// finds the deletions itself), one more key set (4 bytes a slot) and the list of known
-// keys besides the batch itself. Nothing is copied deeply.
+// delta costs 32 bytes (for a pointer T) besides the object. Ordinary deltas are queued
+// in buffers of at most 1024 deltas, each popped as a batch of its own, and up to four
+// emptied buffers are kept for reuse. With the default key function, Add, Update and
+// Delete only check that the object has a name, and Pop computes the keys of the
+// deltas it hands out, from a bounded cache of recent keys (64 KiB plus the key
+// strings it holds, allocated by the first such Pop): a delta for a key seen lately
+// builds no string, and that work is the consumer's, not the producer's. Delta.Key is
+// the same either way. A relist holds the list it
+// was given and one key per object until it is popped; popping it costs O(listed +
+// known keys) time and, unless KnownObjects is an AbsentFinder (which finds the
+// deletions itself), one more key set (4 bytes a slot) and the list of known keys
+// besides the batch itself. Nothing is copied deeply.
 //
 // A FIFO must be created with New; its zero value is not usable.
 type FIFO[T any] struct {
@@ -79,17 +87,32 @@ type FIFO[T any] struct {
 	units []unit[T]
 	// queued is the number of deltas in units (see Len).
 	queued int
-	// spare is an emptied batch buffer, reused for the next run.
-	spare []Delta[T]
+	// spares are emptied batch buffers of capacity at most runChunk, reused for new
+	// run units; there are at most maxSpares.
+	spares [][]Delta[T]
 	// inflight is true while a popped batch is being materialized or processed.
 	inflight bool
 	// populated is true once anything was queued; if that was a relist, HasSynced waits
 	// for it to be popped.
 	populated bool
 	closed    bool
-	// wake is closed (and cleared) when something a waiting Pop may want changes. It is
-	// created only when a Pop waits, so producers do not allocate.
+	// waiting is the number of Pop calls waiting on wake or done.
+	waiting int
+	// wake (capacity 1) gets a token when something a waiting Pop may want changes,
+	// if a Pop waits. Every waiting Pop waits for the same thing (a unit and no batch
+	// in flight), so one token wakes one of them, which passes it on when it leaves
+	// something for the others. done is closed by Close. Neither allocates per wait.
 	wake chan struct{}
+	done chan struct{}
+	// defaultKeys is set when keyFunc is the default "namespace/name". enqueue then
+	// only checks that the object has a name and queues the delta without its key;
+	// the keys of a run are filled in when it is popped (keyRun), from keys, which
+	// reuses recent keys instead of building a string for every delta. Invariant:
+	// only deltas of run units never popped may lack their key.
+	defaultKeys bool
+	// keys is used only by the Pop call that holds a batch in flight (inflight
+	// serializes them), never under mu.
+	keys keyCache
 }
 
 type unitKind uint8
@@ -121,7 +144,10 @@ func (u *unit[T]) size() int {
 // New returns an empty, open FIFO. It panics if cfg.KeyFunc is nil and T does not
 // implement metav1.Object, or if cfg.MaxBatch is negative.
 func New[T any](cfg Config[T]) *FIFO[T] {
-	f := &FIFO[T]{keyFunc: cfg.KeyFunc, isNil: nilcheck.For[T](), known: cfg.KnownObjects, maxBatch: cfg.MaxBatch}
+	f := &FIFO[T]{
+		keyFunc: cfg.KeyFunc, isNil: nilcheck.For[T](), known: cfg.KnownObjects, maxBatch: cfg.MaxBatch,
+		wake: make(chan struct{}, 1), done: make(chan struct{}),
+	}
 	if cfg.MaxBatch < 0 {
 		panic(fmt.Sprintf("deltafifo: negative Config.MaxBatch %d", cfg.MaxBatch))
 	}
@@ -139,6 +165,7 @@ func New[T any](cfg Config[T]) *FIFO[T] {
 			}
 			return m.GetNamespace() + "/" + m.GetName(), nil
 		}
+		f.defaultKeys = true
 	}
 	return f
 }
@@ -167,9 +194,21 @@ func (f *FIFO[T]) keyOf(obj T) (string, error) {
 }
 
 func (f *FIFO[T]) enqueue(t DeltaType, obj T) error {
-	key, err := f.keyOf(obj)
-	if err != nil {
-		return err
+	var key string
+	if f.defaultKeys {
+		// The key is computed when the delta is popped (see keyRun): that work is
+		// the consumer's, not the producer's. Only what could fail is checked here.
+		if f.isNil(obj) {
+			return ErrNilObject
+		}
+		if any(obj).(metav1.Object).GetName() == "" {
+			return &KeyError{Err: errNoName}
+		}
+	} else {
+		var err error
+		if key, err = f.keyOf(obj); err != nil {
+			return err
+		}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -178,9 +217,17 @@ func (f *FIFO[T]) enqueue(t DeltaType, obj T) error {
 	}
 	f.populatedLocked()
 	n := len(f.units)
-	if n == 0 || f.units[n-1].kind != runUnit {
-		f.units = append(f.units, unit[T]{kind: runUnit, deltas: f.spare})
-		f.spare = nil
+	if n == 0 || f.units[n-1].kind != runUnit || len(f.units[n-1].deltas) >= runChunk {
+		var buf []Delta[T]
+		if k := len(f.spares); k > 0 {
+			buf, f.spares[k-1] = f.spares[k-1], nil
+			f.spares = f.spares[:k-1]
+		} else if n > 0 && f.units[n-1].kind == runUnit {
+			// A full run: deltas come fast, so this one will most likely fill
+			// up too. Growing it by doubling would allocate twice as much.
+			buf = make([]Delta[T], 0, runChunk)
+		}
+		f.units = append(f.units, unit[T]{kind: runUnit, deltas: buf})
 		n++
 	}
 	u := &f.units[n-1]
@@ -200,11 +247,13 @@ func (f *FIFO[T]) populatedLocked() {
 	}
 }
 
-// wakeLocked wakes the waiting Pop calls. It requires f.mu held.
+// wakeLocked wakes a waiting Pop call, if any. It requires f.mu held.
 func (f *FIFO[T]) wakeLocked() {
-	if f.wake != nil {
-		close(f.wake)
-		f.wake = nil
+	if f.waiting > 0 {
+		select {
+		case f.wake <- struct{}{}:
+		default: // a token is already there
+		}
 	}
 }
 
@@ -292,21 +341,22 @@ func (f *FIFO[T]) next(ctx context.Context) (unit[T], map[string]struct{}, error
 			return unit[T]{}, nil, ErrClosed
 		}
 		if err := ctx.Err(); err != nil {
+			// The token that woke this Pop, if one did, is another's now.
+			f.wakeLocked()
 			return unit[T]{}, nil, err
 		}
 		if !f.inflight && len(f.units) > 0 {
 			break
 		}
-		if f.wake == nil {
-			f.wake = make(chan struct{})
-		}
-		wake := f.wake
+		f.waiting++
 		f.mu.Unlock()
 		select {
-		case <-wake:
+		case <-f.wake:
+		case <-f.done:
 		case <-ctx.Done():
 		}
 		f.mu.Lock()
+		f.waiting--
 	}
 	u := f.takeLocked()
 	f.inflight = true
@@ -351,9 +401,15 @@ func (f *FIFO[T]) takeLocked() unit[T] {
 		f.queued -= f.maxBatch
 		return u
 	}
-	copy(f.units, f.units[1:])
-	f.units[len(f.units)-1] = unit[T]{}
-	f.units = f.units[:len(f.units)-1]
+	// Advancing the slice keeps this O(1) however many units wait (append
+	// reallocates the array when its end is reached); the last unit is taken
+	// without advancing, so that a queue that empties keeps its array.
+	f.units[0] = unit[T]{}
+	if len(f.units) == 1 {
+		f.units = f.units[:0]
+	} else {
+		f.units = f.units[1:]
+	}
 	f.queued -= u.size()
 	return u
 }
@@ -368,7 +424,12 @@ func (f *FIFO[T]) queuedKeysLocked() map[string]struct{} {
 	for i := range f.units {
 		u := &f.units[i]
 		for j := range u.deltas {
-			keys[u.deltas[j].Key] = struct{}{}
+			d := &u.deltas[j]
+			k := d.Key
+			if k == "" {
+				k = defaultKey(d.Object) // queued without it (see defaultKeys)
+			}
+			keys[k] = struct{}{}
 		}
 		for _, k := range u.keys {
 			keys[k] = struct{}{}
@@ -422,13 +483,44 @@ func (f *FIFO[T]) materialize(u unit[T], skip map[string]struct{}) Batch[T] {
 		}
 		return Batch[T]{Deltas: deltas}
 	default:
+		f.keyRun(u.deltas)
 		return Batch[T]{Deltas: u.deltas}
 	}
 }
 
-// maxSpare is the largest batch buffer (in deltas) kept for reuse: 512 KiB for a
-// pointer T.
-const maxSpare = 1 << 14
+// keyRun fills in the keys of popped ordinary deltas queued without them (see
+// defaultKeys).
+func (f *FIFO[T]) keyRun(deltas []Delta[T]) {
+	if !f.defaultKeys {
+		return
+	}
+	for i := range deltas {
+		if d := &deltas[i]; d.Key == "" {
+			m := any(d.Object).(metav1.Object)
+			d.Key = f.keys.get(m.GetNamespace(), m.GetName())
+		}
+	}
+}
+
+// defaultKey is the default key of obj, which implements metav1.Object and has a
+// name.
+func defaultKey[T any](obj T) string {
+	m := any(obj).(metav1.Object)
+	if m.GetNamespace() == "" {
+		return m.GetName()
+	}
+	return m.GetNamespace() + "/" + m.GetName()
+}
+
+const (
+	// runChunk is the most deltas a run unit holds; past it, the next delta starts a
+	// new one. Buffers stay small enough to be reused (32 KiB for a pointer T), and a
+	// consumer that lags far behind gets many such batches, not one that grows,
+	// reallocated and copied, with the backlog.
+	runChunk = 1024
+	// maxSpares is the number of emptied run buffers kept for reuse.
+	maxSpares = 4
+)
 
 // finish ends the in-flight batch: on success it recycles the buffer and, for the
 // first relist, marks the FIFO synced; otherwise it puts the batch (or orig, the unit
@@ -452,9 +544,9 @@ func (f *FIFO[T]) finish(b Batch[T], ok bool, orig *unit[T]) {
 		if b.InitialList {
 			f.synced.Store(true)
 		}
-		if !b.Relist && cap(b.Deltas) > cap(f.spare) && cap(b.Deltas) <= maxSpare {
+		if !b.Relist && cap(b.Deltas) > 0 && cap(b.Deltas) <= runChunk && len(f.spares) < maxSpares {
 			clear(b.Deltas)
-			f.spare = b.Deltas[:0]
+			f.spares = append(f.spares, b.Deltas[:0])
 		}
 		return
 	}
@@ -479,9 +571,11 @@ func (f *FIFO[T]) HasSynced() bool { return f.synced.Load() }
 func (f *FIFO[T]) Close() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if !f.closed {
+		close(f.done)
+	}
 	f.closed = true
-	f.units, f.spare, f.queued = nil, nil, 0
-	f.wakeLocked()
+	f.units, f.spares, f.queued = nil, nil, 0
 }
 
 // Len returns the number of deltas waiting to be popped: ordinary deltas plus one per

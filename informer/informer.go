@@ -101,8 +101,11 @@ type Informer[T reflector.Object] struct {
 	synced    atomic.Bool   // the initial list is in the cache; only set under mu
 	syncedCh  chan struct{} // closed when synced turns true
 	stoppedCh chan struct{} // closed when Run has returned
-	queued    atomic.Int64  // units handed to the FIFO: one per event or relist
-	notes     []note[T]     // reused by the pop loop
+	// queued counts the units handed to the FIFO: one per event or relist. Only the
+	// reflector's goroutine reads or writes it (feed and bookmark), so it needs no
+	// synchronization.
+	queued int64
+	notes  []note[T] // reused by the pop loop
 
 	mu       sync.Mutex
 	running  bool // Run started and has not stopped the handlers yet
@@ -723,7 +726,7 @@ func (inf *Informer[T]) applied(units int64, rv string) {
 func (inf *Informer[T]) bookmark(rv string) {
 	inf.rvMu.Lock()
 	defer inf.rvMu.Unlock()
-	if q := inf.queued.Load(); inf.appliedUnits < q {
+	if q := inf.queued; inf.appliedUnits < q {
 		inf.mark = bookmarkMark{set: true, at: q, rv: rv}
 		return
 	}
@@ -767,7 +770,7 @@ func (f feed[T]) Reuse(obj T) (T, bool) {
 
 func (inf *Informer[T]) count(err error) error {
 	if err == nil {
-		inf.queued.Add(1)
+		inf.queued++
 	}
 	return err
 }

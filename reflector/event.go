@@ -41,38 +41,97 @@ func (e modified[T]) resourceVersion() string { return e.rv }
 func (e deleted[T]) resourceVersion() string  { return e.rv }
 func (e bookmark) resourceVersion() string    { return e.rv }
 
-// decode turns a watch event other than watch.Error into an event,
+// eventKind says what a watchEvent is.
+type eventKind uint8
+
+const (
+	kindAdded eventKind = iota + 1
+	kindModified
+	kindDeleted
+	kindBookmark
+)
+
+// watchEvent is a decoded watch event as a plain value: the same content as an
+// event[T], without the allocation that boxing it in an interface costs, for
+// the watch loop's per-event path. For kindBookmark obj is the zero T;
+// initialEventsEnd is set only on bookmarks.
+//
+// rv is the resourceVersion the server sent. Without a transform, obj is the
+// server's object and rv is left to be read from it (lazyRV), so that an
+// event whose resourceVersion nobody asks for costs no read of it: use
+// resourceVersion.
+type watchEvent[T Object] struct {
+	kind             eventKind
+	lazyRV           bool
+	initialEventsEnd bool
+	obj              T
+	rv               string
+}
+
+// resourceVersion is the resourceVersion the server sent with the event.
+func (e *watchEvent[T]) resourceVersion() string {
+	if e.lazyRV {
+		return e.obj.GetResourceVersion()
+	}
+	return e.rv
+}
+
+// decodeEvent turns a watch event other than watch.Error into a watchEvent,
 // checking its object's type and applying the transform.
-func decode[T Object](e watch.Event, transform func(T) (T, error)) (event[T], error) {
+func decodeEvent[T Object](e watch.Event, transform func(T) (T, error)) (watchEvent[T], error) {
 	if e.Type == watch.Bookmark {
 		m, ok := e.Object.(metav1.Object)
 		if !ok || isNil(m) {
-			return nil, fmt.Errorf("bookmark carries %T, which has no object metadata", e.Object)
+			return watchEvent[T]{}, fmt.Errorf("bookmark carries %T, which has no object metadata", e.Object)
 		}
-		return bookmark{
+		return watchEvent[T]{
+			kind:             kindBookmark,
 			rv:               m.GetResourceVersion(),
 			initialEventsEnd: m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true",
 		}, nil
 	}
-	if e.Type != watch.Added && e.Type != watch.Modified && e.Type != watch.Deleted {
-		return nil, fmt.Errorf("unknown watch event type %q", e.Type)
+	var kind eventKind
+	switch e.Type {
+	case watch.Added:
+		kind = kindAdded
+	case watch.Modified:
+		kind = kindModified
+	case watch.Deleted:
+		kind = kindDeleted
+	default:
+		return watchEvent[T]{}, fmt.Errorf("unknown watch event type %q", e.Type)
 	}
 	obj, ok := e.Object.(T)
 	if !ok || isNil(obj) {
-		return nil, fmt.Errorf("%s event carries %T, want %T", e.Type, e.Object, obj)
+		return watchEvent[T]{}, fmt.Errorf("%s event carries %T, want %T", e.Type, e.Object, obj)
+	}
+	if transform == nil {
+		return watchEvent[T]{kind: kind, obj: obj, lazyRV: true}, nil
 	}
 	rv := obj.GetResourceVersion()
 	obj, err := applyTransform(obj, transform)
 	if err != nil {
+		return watchEvent[T]{}, err
+	}
+	return watchEvent[T]{kind: kind, obj: obj, rv: rv}, nil
+}
+
+// decode is decodeEvent with the result as an event[T], for code that
+// switches on its type.
+func decode[T Object](e watch.Event, transform func(T) (T, error)) (event[T], error) {
+	ev, err := decodeEvent(e, transform)
+	if err != nil {
 		return nil, err
 	}
-	switch e.Type {
-	case watch.Added:
-		return added[T]{obj, rv}, nil
-	case watch.Modified:
-		return modified[T]{obj, rv}, nil
+	switch ev.kind {
+	case kindAdded:
+		return added[T]{ev.obj, ev.resourceVersion()}, nil
+	case kindModified:
+		return modified[T]{ev.obj, ev.resourceVersion()}, nil
+	case kindDeleted:
+		return deleted[T]{ev.obj, ev.resourceVersion()}, nil
 	default:
-		return deleted[T]{obj, rv}, nil
+		return bookmark{rv: ev.rv, initialEventsEnd: ev.initialEventsEnd}, nil
 	}
 }
 

@@ -5,14 +5,18 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/ctrlkit/ctrlkit/reflector/reflectortest"
 )
 
 func TestDecode(t *testing.T) {
@@ -163,6 +167,146 @@ func TestStreamingHandlesChangesBeforeItsEnd(t *testing.T) {
 		}
 		if h := r.Health(); h.LastResourceVersion != "10" || h.Stats.StreamingLists != 1 {
 			t.Errorf("health = %+v", h)
+		}
+	})
+}
+
+// blockingStore is a memStore whose Update number at (1-based) reports on
+// blocked and waits for release.
+type blockingStore struct {
+	*memStore[configMap]
+	n       int
+	at      int
+	blocked chan struct{}
+	release chan struct{}
+}
+
+func (s *blockingStore) Update(obj configMap) error {
+	s.n++
+	if s.n == s.at {
+		s.blocked <- struct{}{}
+		<-s.release
+	}
+	return s.memStore.Update(obj)
+}
+
+// TestHealthDuringABurst checks the bound documented on Health.LastEventTime:
+// while events arrive back to back, Health lags the store by fewer than
+// publishEvery events, and it is exact once the reflector waits again.
+func TestHealthDuringABurst(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		const total, stopAt = 200, 130
+		fw := watch.NewFakeWithChanSize(total, false)
+		for i := 1; i <= total; i++ {
+			c := cm("ns", "a")
+			c.ResourceVersion = strconv.Itoa(10 + i)
+			fw.Modify(c) // buffered: the whole burst is ready at once
+		}
+		lw := Funcs[configMap]{
+			ListFunc: func(context.Context, metav1.ListOptions) ([]configMap, metav1.ListMeta, error) {
+				return nil, metav1.ListMeta{ResourceVersion: "10"}, nil
+			},
+			WatchFunc: func(context.Context, metav1.ListOptions) (watch.Interface, error) { return fw, nil },
+		}
+		st := &blockingStore{memStore: newMemStore[configMap](), at: stopAt, blocked: make(chan struct{}), release: make(chan struct{})}
+		r := New[configMap](lw, st, Config[configMap]{WatchList: WatchListOff})
+		start(t, r)
+		<-st.blocked
+		// stopAt-1 events are in the store; Health may lag, within the bound.
+		h := r.Health()
+		applied := int64(stopAt - 1)
+		if h.Stats.Events <= 0 || h.Stats.Events > applied || applied-h.Stats.Events >= publishEvery {
+			t.Errorf("during the burst Health counts %d events, %d applied: lag must be below %d", h.Stats.Events, applied, publishEvery)
+		}
+		if want := strconv.Itoa(10 + int(h.Stats.Events)); h.LastResourceVersion != want {
+			t.Errorf("during the burst LastResourceVersion = %q, want %q (that of the last event counted)", h.LastResourceVersion, want)
+		}
+		close(st.release)
+		synctest.Wait()
+		h = r.Health()
+		if h.Stats.Events != total || h.LastResourceVersion != strconv.Itoa(10+total) || h.State != StateWatching {
+			t.Errorf("after the burst Health = %d events at %q in %v, want %d at %d, watching", h.Stats.Events, h.LastResourceVersion, h.State, total, 10+total)
+		}
+		if got := r.LastSyncResourceVersion(); got != strconv.Itoa(10+total) {
+			t.Errorf("LastSyncResourceVersion = %q after the burst", got)
+		}
+	})
+}
+
+// TestQuietWatchSettles: a watch that stays open for shortWatch, even without
+// events, ends the run of consecutive failures, whether Health is read while it
+// is open or only after it failed; one that fails sooner counts, and a watch that
+// has ended erases no later failure.
+func TestQuietWatchSettles(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		srv := newServer(t, reflectortest.Config{}, 2)
+		var mu sync.Mutex
+		var watchAt []time.Time
+		srv.SetHook(func(req reflectortest.Request) error {
+			if req.Verb == reflectortest.Watch {
+				mu.Lock()
+				watchAt = append(watchAt, time.Now())
+				mu.Unlock()
+			}
+			return nil
+		})
+		r := New[configMap](srv, newMemStore[configMap](), Config[configMap]{WatchList: WatchListOff})
+		start(t, r)
+		// opened waits, in steps of fake time, for the n-th watch request.
+		opened := func(n int) time.Time {
+			for {
+				synctest.Wait()
+				mu.Lock()
+				k := len(watchAt)
+				var at time.Time
+				if k >= n {
+					at = watchAt[n-1]
+				}
+				mu.Unlock()
+				if k >= n {
+					return at
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		at := opened(1)
+		for i := 1; i <= 3; i++ {
+			// Each watch breaks before it settles.
+			time.Sleep(time.Until(at.Add(shortWatch / 2)))
+			srv.BreakWatches(errBoom)
+			synctest.Wait()
+			if h := r.Health(); h.ConsecutiveFailures != i {
+				t.Fatalf("after failure %d: ConsecutiveFailures = %d", i, h.ConsecutiveFailures)
+			}
+			at = opened(i + 1)
+			time.Sleep(time.Until(at.Add(shortWatch - 10*time.Millisecond)))
+			synctest.Wait()
+			if h := r.Health(); h.ConsecutiveFailures != i {
+				t.Fatalf("watch %d open for less than %v: ConsecutiveFailures = %d, want %d", i+1, shortWatch, h.ConsecutiveFailures, i)
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+		synctest.Wait()
+		if h := r.Health(); h.ConsecutiveFailures != 0 || h.State != StateWatching {
+			t.Errorf("a watch open for %v: ConsecutiveFailures = %d in %v, want 0 while watching", shortWatch, h.ConsecutiveFailures, h.State)
+		}
+		// Two failures (the settled watch 4, then watch 5 at once), then a watch
+		// that settles unobserved and fails: the failures before it no longer
+		// count.
+		srv.BreakWatches(errBoom)
+		at = opened(5)
+		time.Sleep(time.Until(at.Add(shortWatch / 2)))
+		srv.BreakWatches(errBoom)
+		synctest.Wait()
+		if h := r.Health(); h.ConsecutiveFailures != 2 {
+			t.Fatalf("two failures: ConsecutiveFailures = %d", h.ConsecutiveFailures)
+		}
+		at = opened(6)
+		time.Sleep(time.Until(at.Add(2 * shortWatch)))
+		srv.BreakWatches(errBoom)
+		synctest.Wait()
+		if h := r.Health(); h.ConsecutiveFailures != 1 {
+			t.Errorf("a watch open for %v, then failing: ConsecutiveFailures = %d, want 1", 2*shortWatch, h.ConsecutiveFailures)
 		}
 	})
 }

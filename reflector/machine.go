@@ -145,7 +145,7 @@ func (m *machine[T]) list(ctx context.Context, s listing) state {
 		rv    string
 	)
 	for first := true; ; first = false {
-		page, lm, err := m.r.lw.List(ctx, opts)
+		page, fromStore, lm, err := m.listPage(ctx, opts)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -168,9 +168,14 @@ func (m *machine[T]) list(ctx context.Context, s listing) state {
 			}
 			items = make([]T, 0, capacity(len(page), lm.RemainingItemCount))
 		}
-		for _, obj := range page {
+		m.countListed(len(page), countTrue(fromStore))
+		for i, obj := range page {
 			if isNil(obj) {
 				return m.fail("list", errors.New("the list holds a nil item"), s)
+			}
+			if fromStore != nil && fromStore[i] {
+				items = append(items, obj) // the store's own, transformed
+				continue
 			}
 			obj, err := applyTransform(obj, m.cfg.Transform)
 			if err != nil {
@@ -226,7 +231,7 @@ func (m *machine[T]) stream(ctx context.Context, s streaming) state {
 	opts.AllowWatchBookmarks = true
 	wctx, cancel := m.watchContext(ctx, &opts)
 	start := time.Now()
-	w, err := m.r.lw.Watch(wctx, opts)
+	w, err := m.openStream(wctx, opts)
 	if err == nil && isNil(w) {
 		err = errNilWatch
 	}
@@ -239,6 +244,8 @@ func (m *machine[T]) stream(ctx context.Context, s streaming) state {
 	}
 	stop := func() { w.Stop(); cancel() }
 	var buf initialEvents[T]
+	var listed, fromStore int
+	defer func() { m.countListed(listed, fromStore) }()
 	for {
 		var e watch.Event
 		var ok bool
@@ -264,6 +271,20 @@ func (m *machine[T]) stream(ctx context.Context, s streaming) state {
 		if e.Type == watch.Error {
 			stop()
 			return m.streamFailed(apierrors.FromObject(e.Object), s)
+		}
+		if so, ok := e.Object.(*storedObject[T]); ok && (e.Type == watch.Added || e.Type == watch.Modified) {
+			// The store's own, transformed: neither decoded nor transformed.
+			listed++
+			fromStore++
+			if e.Type == watch.Added {
+				buf.add(so.obj)
+			} else {
+				buf.set(so.obj)
+			}
+			continue
+		}
+		if e.Type == watch.Added || e.Type == watch.Modified {
+			listed++
 		}
 		ev, err := decode(e, m.cfg.Transform)
 		if err != nil {
@@ -354,24 +375,41 @@ func (m *machine[T]) watch(ctx context.Context, s watching) state {
 	fromScratch := m.lastRV == ""
 	events := 0
 	// A watch that stays open past shortWatch is progress, even without
-	// events: a quiet collection is not a failing one.
-	settled := time.NewTimer(shortWatch)
-	defer settled.Stop()
-	settledC := settled.C // nil once fired: a select without a timer case is cheaper
+	// events: a quiet collection is not a failing one. That is evaluated
+	// when Health is read and when the watch ends (see settleLocked), not
+	// by a timer case in the select below: a timer channel makes every
+	// blocking select several times dearer.
+	m.openSettle(time.Now())
+	defer m.endSettle()
 	results := w.ResultChan()
+	done := ctx.Done()
+	// p is the progress not yet published to Health: it is published before
+	// the loop waits for an event, and at least every publishEvery events
+	// while events arrive back to back (see Health.LastEventTime).
+	var p unpublished[T]
 	for {
 		var e watch.Event
 		var ok bool
+		// An event already waiting is taken without a blocking select, and
+		// the progress is published only when there is none.
 		select {
-		case <-ctx.Done():
+		case <-done:
+			m.publish(&p)
 			return nil
-		case <-settledC:
-			settledC = nil
-			m.r.update(func(h *Health) { h.ConsecutiveFailures = 0 })
-			continue
+		default:
+		}
+		select {
 		case e, ok = <-results:
+		default:
+			m.publish(&p)
+			select {
+			case <-done:
+				return nil
+			case e, ok = <-results:
+			}
 		}
 		if !ok {
+			m.leave(&p)
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -383,23 +421,22 @@ func (m *machine[T]) watch(ctx context.Context, s watching) state {
 		}
 		events++
 		if e.Type == watch.Error {
+			m.leave(&p)
 			m.heard()
 			return m.watchFailed(apierrors.FromObject(e.Object))
 		}
-		ev, err := decode(e, m.cfg.Transform)
+		ev, err := decodeEvent(e, m.cfg.Transform)
 		if err != nil {
+			m.leave(&p)
 			m.heard()
 			return m.fail("watch", err, watching{})
 		}
 		if err := m.apply(ev); err != nil {
+			m.leave(&p)
 			m.heard()
 			return m.fail("store", err, watching{})
 		}
-		rv := ev.resourceVersion()
-		if fromScratch {
-			rv = ""
-		}
-		m.progress(rv, ev)
+		m.progress(&p, &ev, fromScratch)
 	}
 }
 
@@ -445,15 +482,15 @@ func (m *machine[T]) reuse(obj T) T {
 }
 
 // apply hands one watch event to the store.
-func (m *machine[T]) apply(ev event[T]) error {
-	switch ev := ev.(type) {
-	case added[T]:
+func (m *machine[T]) apply(ev watchEvent[T]) error {
+	switch ev.kind {
+	case kindAdded:
 		return m.r.store.Add(ev.obj)
-	case modified[T]:
+	case kindModified:
 		return m.r.store.Update(ev.obj)
-	case deleted[T]:
+	case kindDeleted:
 		return m.r.store.Delete(ev.obj)
-	case bookmark:
+	case kindBookmark:
 		if m.r.bookmarks != nil {
 			return m.r.bookmarks.Bookmark(ev.rv)
 		}
@@ -542,26 +579,145 @@ func (m *machine[T]) stored(rv string, streamed bool) {
 	})
 }
 
-// progress records a watch event applied to the store; rv is "" when it
-// says nothing about progress.
-func (m *machine[T]) progress(rv string, ev event[T]) {
-	if rv != "" {
-		m.lastRV = rv
-	}
+// openSettle records that a watch opened at t (see settleLocked).
+func (m *machine[T]) openSettle(t time.Time) {
+	m.r.mu.Lock()
+	m.r.watchSince = t
+	m.r.mu.Unlock()
+}
+
+// endSettle records that the open watch ends now: if it was open for
+// shortWatch, that ends the run of failures before it; either way a failure
+// recorded afterwards is not erased. It may be called more than once.
+func (m *machine[T]) endSettle() {
+	m.r.mu.Lock()
+	m.r.settleLocked(time.Now())
+	m.r.watchSince = time.Time{}
+	m.r.mu.Unlock()
+}
+
+// leave is what the watch loop does before it returns: publish its progress
+// and end the watch's settling.
+func (m *machine[T]) leave(p *unpublished[T]) {
+	m.publish(p)
+	m.endSettle()
+}
+
+// publishEvery is the most watch events the reflector applies before it
+// publishes its progress to Health while events arrive back to back.
+const publishEvery = 64
+
+// unpublished is what a watch loop has applied since it last published to
+// Health: seen events (bookmarks included), of which events were Added,
+// Modified or Deleted, and the last event that tells the resourceVersion
+// reached (hasLast).
+type unpublished[T Object] struct {
+	seen    int
+	events  int64
+	hasLast bool
+	last    watchEvent[T]
+}
+
+// progress records a watch event applied to the store; fromScratch when its
+// resourceVersion says nothing about progress. Health, and the machine's
+// lastRV, are updated by publish, here once every publishEvery events: the
+// watch loop publishes before it waits and before it returns, so nothing
+// reads lastRV in between. Only the last event's resourceVersion is read.
+func (m *machine[T]) progress(p *unpublished[T], ev *watchEvent[T], fromScratch bool) {
 	m.expiredInARow = 0
-	_, isBookmark := ev.(bookmark)
+	p.seen++
+	if ev.kind != kindBookmark {
+		p.events++
+	}
+	if !fromScratch {
+		p.hasLast, p.last = true, *ev
+	}
+	if p.seen >= publishEvery {
+		m.publish(p)
+	}
+}
+
+// publish brings lastRV up to the last event recorded, copies the progress
+// recorded since the last publish to Health, with the current time as
+// LastEventTime, and resets p. It does nothing if there is none.
+func (m *machine[T]) publish(p *unpublished[T]) {
+	if p.seen == 0 {
+		return
+	}
+	if p.hasLast {
+		// An event without a resourceVersion (no server sends one) keeps the
+		// last one known.
+		if rv := p.last.resourceVersion(); rv != "" {
+			m.lastRV = rv
+		}
+	}
 	now := time.Now()
 	m.r.mu.Lock()
 	h := &m.r.health
 	h.LastEventTime = now
 	h.LastResourceVersion = m.lastRV
 	h.ConsecutiveFailures = 0
-	if !isBookmark {
-		h.Stats.Events++
-	}
+	h.Stats.Events += p.events
 	m.r.mu.Unlock()
+	*p = unpublished[T]{}
 }
 
 func (m *machine[T]) countExpired() {
 	m.r.update(func(h *Health) { h.Stats.Expired++ })
+}
+
+// listPage lists one page, through the ListerWatcher's reusing form when
+// the store offers its objects (see ReuseKeyStore).
+func (m *machine[T]) listPage(ctx context.Context, opts metav1.ListOptions) ([]T, []bool, metav1.ListMeta, error) {
+	if m.r.reuseKey != nil {
+		return m.r.lw.(reusingLister[T]).listReusing(ctx, opts, m.lookup)
+	}
+	page, lm, err := m.r.lw.List(ctx, opts)
+	return page, nil, lm, err
+}
+
+// openStream opens a streaming list, through the ListerWatcher's reusing
+// form when the store offers its objects (see ReuseKeyStore).
+func (m *machine[T]) openStream(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	if m.r.reuseKey != nil {
+		return m.r.lw.(reusingLister[T]).watchReusing(ctx, opts, m.lookup)
+	}
+	return m.r.lw.Watch(ctx, opts)
+}
+
+// lookup asks the store for its instance of one version of an object, and
+// checks the answer. It is called from the ListerWatcher, possibly on
+// another goroutine: it reads nothing but the store.
+func (m *machine[T]) lookup(namespace, name, resourceVersion string) (T, bool) {
+	var zero T
+	if resourceVersion == "" {
+		return zero, false
+	}
+	got, ok := m.r.reuseKey.ReuseKey(namespace, name, resourceVersion)
+	if !ok || isNil(got) || got.GetResourceVersion() != resourceVersion ||
+		got.GetName() != name || got.GetNamespace() != namespace {
+		return zero, false
+	}
+	return got, true
+}
+
+// countListed adds to the listing counters of Stats.
+func (m *machine[T]) countListed(listed, fromStore int) {
+	if listed == 0 {
+		return
+	}
+	m.r.update(func(h *Health) {
+		h.Stats.ListedObjects += int64(listed)
+		h.Stats.ListedFromStore += int64(fromStore)
+	})
+}
+
+func countTrue(b []bool) int {
+	n := 0
+	for _, v := range b {
+		if v {
+			n++
+		}
+	}
+	return n
 }

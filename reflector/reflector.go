@@ -54,6 +54,23 @@ type ReuseStore[T any] interface {
 	Reuse(obj T) (T, bool)
 }
 
+// ReuseKeyStore is an optional interface of a Store, for ListerWatchers that
+// can skip decoding listed objects (FromREST). While the reflector
+// assembles a list, such a ListerWatcher reads each object's namespace, name
+// and resourceVersion from the wire and calls ReuseKey; when it returns ok,
+// the object is not decoded and the reflector lists the returned object as
+// it is: no Transform, no Reuse.
+//
+// A store that holds the object of that namespace and name at exactly that
+// (non-empty) resourceVersion returns it; it must return an object it
+// stored, which was transformed when it was. ReuseKey may be called from a
+// goroutine of the ListerWatcher, while other goroutines read or apply the
+// store, and must not block. The reflector ignores an answer whose
+// namespace, name or resourceVersion differ from the ones asked for.
+type ReuseKeyStore[T any] interface {
+	ReuseKey(namespace, name, resourceVersion string) (T, bool)
+}
+
 // WatchListMode selects how the reflector fetches a full list.
 type WatchListMode int
 
@@ -184,6 +201,13 @@ type Health struct {
 	LastResourceVersion string
 	// LastEventTime is when the reflector last heard from the server: a list
 	// page, a watch event or a bookmark. Zero before the first.
+	//
+	// While watch events arrive back to back, LastEventTime,
+	// LastResourceVersion and Stats.Events are published together once per
+	// batch of at most 64 events (LastEventTime is then when the batch's last
+	// event was applied), and always before the reflector waits for the next
+	// event or leaves the watch: a snapshot taken during a burst may lag the
+	// store by at most 64 events, never more, and never once the burst ends.
 	LastEventTime time.Time
 	// LastError is the last error that made the reflector back off; it stays
 	// set after recovery (see ConsecutiveFailures). Forbidden and
@@ -216,6 +240,15 @@ type Stats struct {
 	Expired int64
 	// Failures counts errors that made the reflector back off.
 	Failures int64
+	// ListedObjects counts the objects received while listing: the items of
+	// LIST pages and the objects of a streaming list's initial events,
+	// whether the list completed or not. They are counted when the page, or
+	// the streaming list, ends.
+	ListedObjects int64
+	// ListedFromStore counts the ListedObjects that were never decoded: the
+	// ListerWatcher read only their key and took the store's instance (see
+	// ReuseKeyStore). ListedObjects - ListedFromStore objects were decoded.
+	ListedFromStore int64
 }
 
 // Reflector keeps a Store in step with one collection of the API server: it
@@ -227,7 +260,8 @@ type Stats struct {
 // goroutine at any time. The reflector itself starts no goroutine: all its
 // work happens in Run. Beyond a few words of state, it holds memory only
 // while a list is assembled: the list's items, until Store.Replace (with a
-// ReuseStore, only the items the store did not already hold).
+// ReuseStore, only the items the store did not already hold; with FromREST
+// and a ReuseKeyStore, those items are not even decoded).
 type Reflector[T Object] struct {
 	lw        ListerWatcher[T]
 	store     Store[T]
@@ -236,11 +270,17 @@ type Reflector[T Object] struct {
 	cfg       Config[T]     // as given; defaults are applied in Run
 	name      string
 	log       logr.Logger
+	// reuseKey is store as a ReuseKeyStore when lw can use one (it is a
+	// reusingLister), or nil.
+	reuseKey ReuseKeyStore[T]
 
 	started atomic.Bool
 
 	mu     sync.Mutex
 	health Health // guarded by mu
+	// watchSince is when the open watch started, zero when no watch is open or
+	// it has settled (see settleLocked). Guarded by mu.
+	watchSince time.Time
 }
 
 // New returns a Reflector that keeps store in step with what lw serves. It
@@ -265,6 +305,9 @@ func New[T Object](lw ListerWatcher[T], store Store[T], cfg Config[T]) *Reflecto
 	}
 	r.bookmarks, _ = store.(BookmarkStore)
 	r.reuse, _ = store.(ReuseStore[T])
+	if _, ok := lw.(reusingLister[T]); ok {
+		r.reuseKey, _ = store.(ReuseKeyStore[T])
+	}
 	return r
 }
 
@@ -275,11 +318,24 @@ func (r *Reflector[T]) Name() string { return r.name }
 func (r *Reflector[T]) Health() Health {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.settleLocked(time.Now())
 	return r.health
 }
 
+// settleLocked ends the run of consecutive failures if the open watch has
+// been open for shortWatch at now: a quiet collection is not a failing one.
+// It is evaluated when it matters, when Health is read or the watch ends,
+// rather than by a timer. It requires r.mu held.
+func (r *Reflector[T]) settleLocked(now time.Time) {
+	if !r.watchSince.IsZero() && now.Sub(r.watchSince) >= shortWatch {
+		r.health.ConsecutiveFailures = 0
+		r.watchSince = time.Time{}
+	}
+}
+
 // LastSyncResourceVersion returns the resourceVersion the store has been
-// brought up to, "" before the first list.
+// brought up to, "" before the first list. During a burst of watch events
+// it may lag the store by up to 64 events (see Health.LastEventTime).
 func (r *Reflector[T]) LastSyncResourceVersion() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -97,7 +97,7 @@ func TestStreamingListThenWatch(t *testing.T) {
 			t.Errorf("LastSyncResourceVersion = %q, want 6", got)
 		}
 		checkRequests(t, srv, []string{"stream rv="})
-		checkStats(t, r, Stats{StreamingLists: 1, Events: 3})
+		checkStats(t, r, Stats{StreamingLists: 1, Events: 3, ListedObjects: 3})
 	})
 }
 
@@ -116,7 +116,7 @@ func TestListThenWatch(t *testing.T) {
 		mustCreate(t, srv, cm("ns", "new"))
 		synctest.Wait()
 		checkInSync(t, srv, st)
-		checkStats(t, r, Stats{Lists: 1, Watches: 1, Events: 1})
+		checkStats(t, r, Stats{Lists: 1, Watches: 1, Events: 1, ListedObjects: 3})
 		if h := r.Health(); h.State != StateWatching || h.LastResourceVersion != "4" {
 			t.Errorf("health = %+v", h)
 		}
@@ -141,7 +141,7 @@ func TestAutoFallsBackToListWhenStreamingIsRejected(t *testing.T) {
 		srv.BreakWatches(errExpired)
 		synctest.Wait()
 		checkRequests(t, srv, []string{"stream rv=", "list rv=0 limit=500", "watch rv=3", "list rv=3 limit=0", "watch rv=3"})
-		checkStats(t, r, Stats{Lists: 2, Watches: 2, Expired: 1})
+		checkStats(t, r, Stats{Lists: 2, Watches: 2, Expired: 1, ListedObjects: 6})
 	})
 }
 
@@ -770,7 +770,7 @@ func TestWatchTimeoutsAreRandomizedAndRenewed(t *testing.T) {
 		if len(seen) < 3 {
 			t.Errorf("timeouts %v are not randomized", seen)
 		}
-		checkStats(t, r, Stats{Lists: 1, Watches: int64(len(watches))})
+		checkStats(t, r, Stats{Lists: 1, Watches: int64(len(watches)), ListedObjects: 1})
 	})
 }
 
