@@ -12,19 +12,19 @@ import (
 // Keys are stored in keys, parallel to objs, unless the keying derives them from the
 // objects (MetaKey): then no key string is built or allocated. The table hashes and
 // compares namespace and name, and "namespace/name" is built only when a caller asks
-// for keys (ListKeys, IndexKeys, errors). The name is kept in names, a copy of the
-// object's own string header (16 bytes, no copy of the bytes); the namespace is read
-// from the namespace index when there is one (nsIdx), else from the object. So a
-// lookup of a stored key compares it without reading the stored object, whose memory
-// is usually cold: that read was half the cost of an Update.
+// for keys (ListKeys, IndexKeys, errors). The name is read from the stored object (its
+// mutation-detector copy when there is one); the namespace from the namespace index
+// when there is one (nsIdx), else from the object. Keeping a copy of each name's
+// string header next to its slot would spare that read on a lookup (about 45% of an
+// Update in BenchmarkIndexerUpdate), at 16 bytes per object: the store keeps the
+// memory instead.
 //
 // Invariants, checked by validate in tests:
 //   - slot s is live iff keys[s] != "" (stored keys) or objs[s] is not nil (derived
 //     keys); a slot that is not live holds the zero T and its id is in free exactly
 //     once. count is the number of live slots.
-//   - with derived keys, names[s] is the name of the object of live slot s when it
-//     was stored, and "" for a free slot; nsIdx is nil or the one index in idx
-//     marked byNamespace, which indexes every live slot under its namespace.
+//   - with derived keys, nsIdx is nil or the one index in idx marked byNamespace,
+//     which indexes every live slot under its namespace.
 //   - table is empty (len 0) or a power-of-two array of cells (see cell) with at most
 //     7/8 of them used; every live slot is in it exactly once, with the top 32 bits
 //     of its key's hash, reachable by linear probing from the cell its key hashes to
@@ -39,7 +39,6 @@ type core[T any] struct {
 	count int
 	objs  []T
 	keys  []string // nil iff kf.nsName != nil
-	names []string // nil iff kf.nsName == nil
 	free  []int32
 	idx   []*index[T]
 	nsIdx *index[T]
@@ -121,8 +120,6 @@ func newCore[T any](kf *keying[T], k, n int, equal, same func(a, b T) bool) *cor
 	}
 	if kf.nsName == nil {
 		c.keys = make([]string, 0, n)
-	} else {
-		c.names = make([]string, 0, n)
 	}
 	if n > 0 {
 		c.table = make([]uint64, tableSize(n))
@@ -179,7 +176,7 @@ func (c *core[T]) keyAt(s int32) string {
 	if c.keys != nil {
 		return c.keys[s]
 	}
-	return joinMetaKey(c.nsAt(s), c.names[s])
+	return joinMetaKey(c.nsAt(s), c.nameAt(s))
 }
 
 // hashAt returns the hash of the key of live slot s.
@@ -187,7 +184,13 @@ func (c *core[T]) hashAt(s int32) uint64 {
 	if c.keys != nil {
 		return c.kf.hashString(c.keys[s])
 	}
-	return c.kf.hashNsName(c.nsAt(s), c.names[s])
+	return c.kf.hashNsName(c.nsAt(s), c.nameAt(s))
+}
+
+// nameAt returns the name of live slot s with derived keys, read from its key object.
+func (c *core[T]) nameAt(s int32) string {
+	_, name := c.kf.nsName(c.keyObj(s))
+	return name
 }
 
 // A table cell is 0 when empty, otherwise the slot id plus one in its low 32 bits and
@@ -230,7 +233,7 @@ func (c *core[T]) findHashed(key string, h uint64) int32 {
 			if c.keys[s] == key {
 				return s
 			}
-		} else if metaKeyIs(key, c.nsAt(s), c.names[s]) {
+		} else if metaKeyIs(key, c.nsAt(s), c.nameAt(s)) {
 			return s
 		}
 	}
@@ -264,7 +267,7 @@ func (c *core[T]) findNsNameHashed(ns, name string, h uint64) int32 {
 			if metaKeyIs(c.keys[s], ns, name) {
 				return s
 			}
-		} else if c.names[s] == name && c.nsAt(s) == ns {
+		} else if c.nameAt(s) == name && c.nsAt(s) == ns {
 			return s
 		}
 	}
@@ -389,11 +392,6 @@ func (c *core[T]) put(k keyRef, obj T, vals [][]string, cp T) (s int32, old T, h
 		c.checkLeaving(s)
 		// Same key, so same hash: the table does not change.
 		c.objs[s] = obj
-		if c.names != nil {
-			// The same name, but the new object's string: the old object's is not
-			// kept alive.
-			c.names[s] = k.name
-		}
 		if c.copies != nil {
 			c.copies[s] = cp
 		}
@@ -431,8 +429,6 @@ func (c *core[T]) alloc(k keyRef, obj, cp T) int32 {
 		c.objs[s] = obj
 		if c.keys != nil {
 			c.keys[s] = key
-		} else {
-			c.names[s] = k.name
 		}
 		if c.copies != nil {
 			c.copies[s] = cp
@@ -442,8 +438,6 @@ func (c *core[T]) alloc(k keyRef, obj, cp T) int32 {
 		c.objs = append(c.objs, obj)
 		if c.keys != nil {
 			c.keys = append(c.keys, key)
-		} else {
-			c.names = append(c.names, k.name)
 		}
 		if c.copies != nil {
 			c.copies = append(c.copies, cp)
@@ -465,8 +459,6 @@ func (c *core[T]) removeSlot(s int32) {
 	c.objs[s] = zero
 	if c.keys != nil {
 		c.keys[s] = ""
-	} else {
-		c.names[s] = ""
 	}
 	if c.copies != nil {
 		c.copies[s] = zero
@@ -532,11 +524,9 @@ func (c *core[T]) sparse() bool {
 func (c *core[T]) compact() {
 	remap := make([]int32, len(c.objs))
 	objs := make([]T, 0, c.count)
-	var keys, names []string
+	var keys []string
 	if c.keys != nil {
 		keys = make([]string, 0, c.count)
-	} else {
-		names = make([]string, 0, c.count)
 	}
 	var copies []T
 	if c.copies != nil {
@@ -551,8 +541,6 @@ func (c *core[T]) compact() {
 		objs = append(objs, c.objs[s])
 		if keys != nil {
 			keys = append(keys, c.keys[s])
-		} else {
-			names = append(names, c.names[s])
 		}
 		if copies != nil {
 			copies = append(copies, c.copies[s])
@@ -561,7 +549,7 @@ func (c *core[T]) compact() {
 	for _, ix := range c.idx {
 		ix.renumber(remap, len(objs))
 	}
-	c.objs, c.keys, c.names, c.copies, c.free = objs, keys, names, copies, nil
+	c.objs, c.keys, c.copies, c.free = objs, keys, copies, nil
 	// Renumber the cells, then shrink the table to the live count.
 	for i, x := range c.table {
 		if x != 0 {

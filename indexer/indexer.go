@@ -65,10 +65,10 @@ type Config[T any] struct {
 // index functions never run under the lock, and a function that fails leaves the
 // store exactly as it was. Reads take a shared lock and cost O(result).
 //
-// Memory: per object, one slot (the object, plus its key; with MetaKey keys of a
-// pointer type, the default, no key is built: the slot holds the header of the
-// object's name string instead, 16 bytes), 9 to 18 bytes of hash table, and per
-// index 12 bytes plus the value's share of its member list. ByIndex snapshots add one
+// Memory: per object, one slot (the object, plus its key unless keys are MetaKey of a
+// pointer type, the default: those are read from the object and never stored), 9 to
+// 18 bytes of hash table, and per index 12 bytes plus the value's share of its member
+// list. ByIndex snapshots add one
 // T per object of each value read with ByIndex, until the value changes. Deleted
 // slots are reused; when more than half of them are free the store compacts itself.
 //

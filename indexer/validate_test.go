@@ -21,9 +21,6 @@ func (x *Indexer[T]) validate() error {
 	if c.keys != nil && len(c.keys) != len(c.objs) {
 		return fmt.Errorf("%d keys for %d slots", len(c.keys), len(c.objs))
 	}
-	if (c.names == nil) != (c.keys != nil) || (c.names != nil && len(c.names) != len(c.objs)) {
-		return fmt.Errorf("%d names for %d slots (stored keys %v)", len(c.names), len(c.objs), c.keys != nil)
-	}
 	if c.nsIdx != nil && (!c.nsIdx.byNamespace || !slices.Contains(c.idx, c.nsIdx)) {
 		return fmt.Errorf("the namespace index is not one of the indexes by namespace")
 	}
@@ -44,8 +41,8 @@ func (x *Indexer[T]) validate() error {
 		if c.live(int(s)) {
 			return fmt.Errorf("free slot %d is live (key %q)", s, c.keyAt(s))
 		}
-		if c.keys == nil && (!c.kf.isNil(c.objs[s]) || c.names[s] != "") {
-			return fmt.Errorf("free slot %d holds an object or a name", s)
+		if c.keys == nil && !c.kf.isNil(c.objs[s]) {
+			return fmt.Errorf("free slot %d holds an object", s)
 		}
 	}
 	live := 0
