@@ -118,7 +118,7 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		Transform: reflector.StripManagedFields[*unstructured.Unstructured],
 		Logger:    opts.Logger,
 	})
-	var podLW reflector.ListerWatcher[*corev1.Pod] = reflector.FromTyped(kube.CoreV1().Pods(opts.Namespace))
+	var podLW reflector.ListerWatcher[*corev1.Pod] = reflector.FromREST[*corev1.Pod](kube.CoreV1().RESTClient(), "pods", opts.Namespace)
 	if opts.WrapPods != nil {
 		podLW = opts.WrapPods(podLW)
 	}

@@ -154,13 +154,13 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		cmName:      opts.ConfigName,
 		cmKey:       opts.ConfigNamespace + "/" + opts.ConfigName,
 	}
-	c.deployments = informer.New(reflector.FromTyped(client.AppsV1().Deployments(opts.Namespace)), informer.Config[*appsv1.Deployment]{
+	c.deployments = informer.New(reflector.FromREST[*appsv1.Deployment](client.AppsV1().RESTClient(), "deployments", opts.Namespace), informer.Config[*appsv1.Deployment]{
 		Name:      "deployments",
 		Indexers:  indexer.Indexers[*appsv1.Deployment]{ConfigIndex: c.configIndex},
 		Transform: reflector.StripManagedFields[*appsv1.Deployment],
 		Logger:    c.log,
 	})
-	c.configMaps = informer.New(reflector.FromTyped(client.CoreV1().ConfigMaps(opts.ConfigNamespace)), informer.Config[*corev1.ConfigMap]{
+	c.configMaps = informer.New(reflector.FromREST[*corev1.ConfigMap](client.CoreV1().RESTClient(), "configmaps", opts.ConfigNamespace), informer.Config[*corev1.ConfigMap]{
 		Name:      "sidecar-configmap",
 		Transform: reflector.StripManagedFields[*corev1.ConfigMap],
 		Logger:    c.log,
