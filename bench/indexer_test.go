@@ -83,6 +83,8 @@ type idxStore struct {
 	// replace prepares the argument each library's Replace takes (client-go's is a
 	// []any, as its reflector builds it) and returns the call to time.
 	replace func([]*corev1.ConfigMap) func() error
+	// byIndex returns how many objects ByIndex returned.
+	byIndex func(index, value string) (int, error)
 }
 
 func idxCtrlkitStore() idxStore {
@@ -90,6 +92,10 @@ func idxCtrlkitStore() idxStore {
 	return idxStore{add: x.Add, update: x.Update, del: x.Delete,
 		replace: func(objs []*corev1.ConfigMap) func() error {
 			return func() error { return x.Replace(objs) }
+		},
+		byIndex: func(index, value string) (int, error) {
+			objs, err := x.ByIndex(index, value)
+			return len(objs), err
 		},
 	}
 }
@@ -106,6 +112,10 @@ func idxClientgoStore() idxStore {
 				list[i] = o
 			}
 			return func() error { return x.Replace(list, "1") }
+		},
+		byIndex: func(index, value string) (int, error) {
+			objs, err := x.ByIndex(index, value)
+			return len(objs), err
 		},
 	}
 }
@@ -354,52 +364,29 @@ func BenchmarkIndexerByIndexChanging(b *testing.B) {
 	out.ResourceVersion = "2"
 	out.Labels["app"] = "moved"
 	want := idxObjects / idxApps
-	b.Run("impl=ctrlkit", func(b *testing.B) {
-		x := idxCtrlkit()
-		for _, o := range idxBaseObjs {
-			_ = x.Add(o)
-		}
-		b.ReportAllocs()
-		i := 0
-		defer idxReportCPU(b, idxCPUTime())
-		for b.Loop() {
-			obj, n := out, want-1
-			if i%2 == 1 {
-				obj, n = in, want
+	for _, impl := range idxImpls {
+		b.Run("impl="+impl.name, func(b *testing.B) {
+			s := impl.new()
+			idxMustFill(b, s, idxBaseObjs)
+			b.ReportAllocs()
+			i := 0
+			defer idxReportCPU(b, idxCPUTime())
+			for b.Loop() {
+				obj, n := out, want-1
+				if i%2 == 1 {
+					obj, n = in, want
+				}
+				if err := s.update(obj); err != nil {
+					b.Fatal(err)
+				}
+				got, err := s.byIndex(idxAppIndex, "app-0")
+				if err != nil || got != n {
+					b.Fatal(got, err)
+				}
+				i++
 			}
-			if err := x.Update(obj); err != nil {
-				b.Fatal(err)
-			}
-			got, err := x.ByIndex(idxAppIndex, "app-0")
-			if err != nil || len(got) != n {
-				b.Fatal(len(got), err)
-			}
-			i++
-		}
-	})
-	b.Run("impl=client-go", func(b *testing.B) {
-		x := idxClientgo()
-		for _, o := range idxBaseObjs {
-			_ = x.Add(o)
-		}
-		b.ReportAllocs()
-		i := 0
-		defer idxReportCPU(b, idxCPUTime())
-		for b.Loop() {
-			obj, n := out, want-1
-			if i%2 == 1 {
-				obj, n = in, want
-			}
-			if err := x.Update(obj); err != nil {
-				b.Fatal(err)
-			}
-			got, err := x.ByIndex(idxAppIndex, "app-0")
-			if err != nil || len(got) != n {
-				b.Fatal(len(got), err)
-			}
-			i++
-		}
-	})
+		})
+	}
 }
 
 // idxPeakHeap samples the bytes of live-or-unswept heap objects while fn runs and

@@ -11,7 +11,6 @@ import (
 	"runtime/metrics"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -42,10 +41,11 @@ import (
 // minus the same before the informer was created), then forces a relist and
 // samples the heap every millisecond until the cache holds the new list
 // (relist-peak-MB: the highest /memory/classes/heap/objects:bytes, garbage
-// included, minus the same baseline). The relist is forced by writing to another
-// namespace (so that the informer's resourceVersion falls behind), compacting
-// etcd and killing the API server with SIGKILL and starting it again: its new
-// watch cache cannot serve the informer's resourceVersion and answers 410 Gone.
+// included, minus the same baseline). The relist is forced by testenv's Expire:
+// writes to etcd outside the API server's data (so that the informer's
+// resourceVersion falls behind), compaction, and the API server killed with
+// SIGKILL and started again: its new watch cache cannot serve the informer's
+// resourceVersion and answers 410 Gone.
 //
 // objects-MB is the live heap of the decoded objects alone, each allocated on
 // its own as a streaming list decodes them, managedFields stripped, held by a
@@ -66,7 +66,6 @@ var srvObjects = 50000
 
 const (
 	srvNamespace = "srv-bench"
-	srvBumpNS    = "srv-bump"
 	srvWriters   = 32
 	srvTimeout   = 90 * time.Second
 )
@@ -126,10 +125,8 @@ func srvStartEnv() (_ *srvEnv, err error) {
 		return nil, err
 	}
 	s := &srvEnv{env: env, client: client}
-	for _, ns := range []string{srvNamespace, srvBumpNS} {
-		if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-			return nil, err
-		}
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: srvNamespace}}, metav1.CreateOptions{}); err != nil {
+		return nil, err
 	}
 	if err := srvFill(ctx, client); err != nil {
 		return nil, err
@@ -396,19 +393,8 @@ func srvWait(what string, timeout time.Duration, cond func() bool) error {
 // restart; then it tries again, at most srvRelistTries times.
 func (s *srvEnv) srvRelist(ctx context.Context, inf *srvInformer) (restarts int, err error) {
 	for restarts < srvRelistTries {
-		// Three writes: etcd serves a watch from the revision after the informer's,
-		// so compacting one write ahead would still let it resume.
-		for range 3 {
-			bump := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "bump-"}}
-			if _, err := s.client.CoreV1().ConfigMaps(srvBumpNS).Create(ctx, bump, metav1.CreateOptions{}); err != nil {
-				return restarts, err
-			}
-		}
-		if _, err := s.env.Compact(ctx); err != nil {
-			return restarts, err
-		}
 		restarts++
-		if err := s.env.RestartAPIServer(ctx, syscall.SIGKILL); err != nil {
+		if err := s.env.Expire(ctx); err != nil {
 			return restarts, err
 		}
 		if err = srvWait("relist", 30*time.Second, inf.relisted); err == nil {

@@ -3,11 +3,13 @@ package testenv
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
+	"syscall"
 	"time"
 )
 
@@ -37,6 +39,31 @@ func (e *Env) Compact(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	return rev, nil
+}
+
+// Expire makes the resourceVersions the API server served so far unusable, so that
+// its watchers must list again: it writes three times to etcd (under a key of its
+// own, outside the API server's data), compacts etcd's history up to there, and
+// restarts the API server with SIGKILL, whose new watch cache starts at the current
+// revision. A watch or a LIST from an older resourceVersion is then answered with 410
+// Gone; a reflector or informer relists. The writes put the last served version more
+// than one revision behind, because etcd serves a watch from the revision after the
+// one asked for. A client that reconnects quickly can, rarely, resume its watch
+// anyway; a test that needs a relist checks for it and calls Expire again.
+func (e *Env) Expire(ctx context.Context) error {
+	for i := range 3 {
+		kv := map[string]any{
+			"key":   base64.StdEncoding.EncodeToString([]byte("/ctrlkit-testenv/expire")),
+			"value": base64.StdEncoding.EncodeToString([]byte(strconv.Itoa(i))),
+		}
+		if err := e.etcdPost(ctx, "/v3/kv/put", kv, nil); err != nil {
+			return err
+		}
+	}
+	if _, err := e.Compact(ctx); err != nil {
+		return err
+	}
+	return e.RestartAPIServer(ctx, syscall.SIGKILL)
 }
 
 func (e *Env) etcdPost(ctx context.Context, path string, in, out any) error {

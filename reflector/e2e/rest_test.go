@@ -4,9 +4,7 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -82,25 +80,15 @@ func startReflector[T reflector.Object](t *testing.T, r *reflector.Reflector[T])
 }
 
 // forceRelist makes the reflector's resourceVersion unservable, as the
-// benchmark does: writes elsewhere, compaction, and an API server killed and
-// started again, whose new watch cache answers the watch with 410. It
+// benchmark does (testenv's Expire: writes, compaction, and an API server killed
+// and started again, whose new watch cache answers the watch with 410). It
 // retries (at most three times) until lists() grows.
 func forceRelist(t *testing.T, lists func() int64) {
 	t.Helper()
 	ctx := t.Context()
 	before := lists()
-	other := namespace(t, "bump")
-	for try := range 3 {
-		for i := range 3 {
-			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bump-%d-%d", try, i)}}
-			if _, err := admin(t).CoreV1().ConfigMaps(other).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if _, err := env.Compact(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := env.RestartAPIServer(ctx, syscall.SIGKILL); err != nil {
+	for range 3 {
+		if err := env.Expire(ctx); err != nil {
 			t.Fatal(err)
 		}
 		tick := time.NewTicker(10 * time.Millisecond)

@@ -224,6 +224,52 @@ func TestCompactionMakesOldResourceVersionGone(t *testing.T) {
 	}
 }
 
+// TestExpireMakesServedVersionsGone: after Expire, a watch of ConfigMaps (which the
+// API server serves from its watch cache) from a resourceVersion served before gets
+// 410, while one from the current version works, and the data is all there.
+func TestExpireMakesServedVersionsGone(t *testing.T) {
+	ctx := context.Background()
+	c := clientset(t)
+	createNamespace(t, c, "expire")
+	cms := c.CoreV1().ConfigMaps("expire")
+	cm, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Expire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	list, err := cms.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 || list.Items[0].Name != "a" {
+		t.Fatalf("after Expire the namespace holds %d ConfigMaps, want a", len(list.Items))
+	}
+	w, err := cms.Watch(ctx, metav1.ListOptions{ResourceVersion: cm.ResourceVersion})
+	if err == nil {
+		ev, ok := nextEvent(t, w)
+		w.Stop()
+		status, _ := ev.Object.(*metav1.Status)
+		if !ok || ev.Type != watch.Error || status == nil || status.Code != 410 {
+			t.Fatalf("watch from a version served before Expire: got %v %#v, want a 410 Error event", ev.Type, ev.Object)
+		}
+	} else if !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) {
+		t.Fatalf("watch from a version served before Expire: %v, want 410", err)
+	}
+	w, err = cms.Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		t.Fatalf("watch from the current version: %v", err)
+	}
+	defer w.Stop()
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "b"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if ev, ok := nextEvent(t, w); !ok || ev.Type != watch.Added {
+		t.Fatalf("watch from the current version: got %v %v, want Added", ev.Type, ev.Object)
+	}
+}
+
 func TestLeastPrivilegeUser(t *testing.T) {
 	ctx := context.Background()
 	admin := clientset(t)

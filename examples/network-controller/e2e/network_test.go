@@ -283,6 +283,8 @@ func TestBackendOutage(t *testing.T) {
 // deletions. Its writes conflict; it must retry from fresh state, so nothing is lost:
 // every Network ends Ready for its latest generation with the finalizer, the writers'
 // labels are intact, the backend matches, and the deleted ones are gone from both.
+// The test goes on adding and deleting Networks under writers until at least one
+// finalizer write has met a 409, so that it always tests that path.
 func TestConflictStorm(t *testing.T) {
 	ns := setup(t)
 	b := newBackend(t)
@@ -299,7 +301,7 @@ func TestConflictStorm(t *testing.T) {
 	var wg sync.WaitGroup
 	lastLabel := make([]string, count) // per Network, the label value last written
 	var mu sync.Mutex
-	errs := make(chan error, 2*count)
+	errs := make(chan error, 2*count+40) // two writers per Network, extras included
 	for i := range count {
 		name := "storm-" + strconv.Itoa(i)
 		for w := range 2 {
@@ -352,10 +354,58 @@ func TestConflictStorm(t *testing.T) {
 		}
 		lastGateway = 10 + round
 	}
-	for _, name := range []string{"storm-4", "storm-5"} {
-		if err := nsRes.Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			t.Fatal(err)
+	// Delete while the writers go on, so that removing the finalizers meets them too,
+	// and wait until the Networks are gone.
+	deleteAndWait := func(names ...string) {
+		for _, name := range names {
+			if err := nsRes.Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				t.Fatal(err)
+			}
 		}
+		eventually(t, converge, "deleted through the storm", func() string {
+			for _, name := range names {
+				if n := get(t, ns, name); n != nil {
+					return name + " still there: " + ready(n)
+				}
+			}
+			return ""
+		})
+	}
+	deleteAndWait("storm-4", "storm-5")
+	// Whether a finalizer write meets a writer is a race. Until one has, add and
+	// delete more Networks under two writers each, for at most 20 rounds.
+	for k := 0; c.objectConflicts.Load() == 0; k++ {
+		if k == 20 {
+			t.Fatalf("no 409 Conflict on a finalizer write after %d extra Networks", k)
+		}
+		name := "extra-" + strconv.Itoa(k)
+		create(t, ns, name, "10.200.0.0/16", "10.200.0.1")
+		for w := range 2 {
+			wg.Go(func() {
+				for j := 0; ctx.Err() == nil; j++ {
+					n, err := modify(t.Context(), nsRes, name, func(n *network.Network) {
+						if n.Labels == nil {
+							n.Labels = map[string]string{}
+						}
+						n.Labels["storm"] = fmt.Sprintf("w%d-%d", w, j)
+					})
+					if err != nil {
+						errs <- fmt.Errorf("%s: %w", name, err)
+						return
+					}
+					if n == nil {
+						return
+					}
+				}
+			})
+		}
+		eventually(t, converge, "finalizer added through the storm", func() string {
+			if n := get(t, ns, name); n == nil || !slices.Contains(n.Finalizers, network.Finalizer) {
+				return name + " has no finalizer yet"
+			}
+			return ""
+		})
+		deleteAndWait(name)
 	}
 	cancel()
 	wg.Wait()
@@ -390,8 +440,5 @@ func TestConflictStorm(t *testing.T) {
 		}
 		return backendHas(b, ns, want...)
 	})
-	if c.objectConflicts.Load() == 0 {
-		t.Error("the controller got no 409 Conflict on a finalizer write: the storm did not test it")
-	}
 	t.Logf("the controller got %d conflicts on status writes, %d on finalizer writes", c.conflicts.Load()-c.objectConflicts.Load(), c.objectConflicts.Load())
 }
