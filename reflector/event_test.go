@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -240,31 +239,15 @@ func TestHealthDuringABurst(t *testing.T) {
 func TestQuietWatchSettles(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		srv := newServer(t, reflectortest.Config{}, 2)
-		var mu sync.Mutex
-		var watchAt []time.Time
-		srv.SetHook(func(req reflectortest.Request) error {
-			if req.Verb == reflectortest.Watch {
-				mu.Lock()
-				watchAt = append(watchAt, time.Now())
-				mu.Unlock()
-			}
-			return nil
-		})
+		watches := watchTimes(srv)
 		r := New[configMap](srv, newMemStore[configMap](), Config[configMap]{WatchList: WatchListOff})
 		start(t, r)
 		// opened waits, in steps of fake time, for the n-th watch request.
 		opened := func(n int) time.Time {
 			for {
 				synctest.Wait()
-				mu.Lock()
-				k := len(watchAt)
-				var at time.Time
-				if k >= n {
-					at = watchAt[n-1]
-				}
-				mu.Unlock()
-				if k >= n {
-					return at
+				if at := watches(); len(at) >= n {
+					return at[n-1]
 				}
 				time.Sleep(10 * time.Millisecond)
 			}

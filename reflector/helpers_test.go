@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
@@ -151,6 +153,26 @@ func newServer(t *testing.T, cfg reflectortest.Config, n int) *reflectortest.Ser
 		mustCreate(t, s, cm("ns", "cm-"+strconv.Itoa(i)))
 	}
 	return s
+}
+
+// watchTimes records when s receives each watch request (on the bubble's clock);
+// the function it returns gives a copy of the times so far. It uses s's hook.
+func watchTimes(s *reflectortest.Server[*corev1.ConfigMap]) func() []time.Time {
+	var mu sync.Mutex
+	var at []time.Time
+	s.SetHook(func(req reflectortest.Request) error {
+		if req.Verb == reflectortest.Watch {
+			mu.Lock()
+			at = append(at, time.Now())
+			mu.Unlock()
+		}
+		return nil
+	})
+	return func() []time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(at)
+	}
 }
 
 func mustCreate(t *testing.T, s *reflectortest.Server[*corev1.ConfigMap], c *corev1.ConfigMap) *corev1.ConfigMap {

@@ -419,16 +419,7 @@ func TestExpiredAgainWithoutProgressBacksOff(t *testing.T) {
 func TestCleanWatchEndRewatchesAtOnce(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		srv := newServer(t, reflectortest.Config{}, 3)
-		var mu sync.Mutex
-		var watchTimes []time.Time
-		srv.SetHook(func(req reflectortest.Request) error {
-			if req.Verb == reflectortest.Watch {
-				mu.Lock()
-				watchTimes = append(watchTimes, time.Now())
-				mu.Unlock()
-			}
-			return nil
-		})
+		watches := watchTimes(srv)
 		st := newMemStore[configMap]()
 		r := New(srv, st, Config[configMap]{WatchList: WatchListOff})
 		start(t, r)
@@ -442,10 +433,8 @@ func TestCleanWatchEndRewatchesAtOnce(t *testing.T) {
 		synctest.Wait()
 		checkRequests(t, srv, []string{"list rv=0 limit=500", "watch rv=3", "watch rv=4"})
 		checkInSync(t, srv, st)
-		mu.Lock()
-		defer mu.Unlock()
-		if !watchTimes[1].Equal(closed) {
-			t.Errorf("rewatched %v after the watch ended, want at once", watchTimes[1].Sub(closed))
+		if at := watches(); !at[1].Equal(closed) {
+			t.Errorf("rewatched %v after the watch ended, want at once", at[1].Sub(closed))
 		}
 		if h := r.Health(); h.Stats.Failures != 0 || h.State != StateWatching {
 			t.Errorf("health = %+v", h)
