@@ -135,8 +135,8 @@ func (c *core[T]) check() error {
 	if c.keep < 0 && c.cached != 0 {
 		return fmt.Errorf("%d cached entries with the cache off", c.cached)
 	}
-	if c.keep >= 0 && c.cached > max(c.keep, c.high)+evictBatch {
-		return fmt.Errorf("%d cached entries, bound %d", c.cached, max(c.keep, c.high))
+	if c.keep >= 0 && c.cached > c.keep+evictBatch {
+		return fmt.Errorf("%d cached entries, bound %d", c.cached, c.keep)
 	}
 
 	// Lists: in-flight, cache, lanes.

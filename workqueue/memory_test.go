@@ -69,9 +69,9 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 	}
 }
 
-// TestKeepFinishedBound: finished items are remembered up to KeepFinished (or the peak
-// load), oldest dropped first, and not at all when it is negative. Every other add is a
-// re-add of an item just finished, so the cache stays in full mode.
+// TestKeepFinishedBound: finished items are remembered up to KeepFinished, oldest dropped
+// first, and not at all when it is negative. Every other add is a re-add of an item just
+// finished, so the cache stays in full mode.
 func TestKeepFinishedBound(t *testing.T) {
 	ks := keys(10_000)
 	for _, tc := range []struct{ keep, want int }{{100, 100}, {-1, 0}, {0, DefaultKeepFinished}} {
@@ -112,6 +112,31 @@ func TestKeepFinishedBound(t *testing.T) {
 		if n != 0 {
 			t.Errorf("KeepFinished %d: %d items indexed after ShutDown", tc.keep, n)
 		}
+	}
+}
+
+// TestKeepFinishedIgnoresPeak: a peak of 5,000 items held at once does not raise the
+// number of finished items kept above KeepFinished.
+func TestKeepFinishedIgnoresPeak(t *testing.T) {
+	const keep = 100
+	ks := keys(5_000)
+	q := New(Config[string]{KeepFinished: keep})
+	defer q.ShutDown()
+	for round := range 3 {
+		for _, k := range ks {
+			q.Add(k)
+		}
+		for range ks {
+			item, _ := q.Get(doneCtx)
+			q.Done(item)
+		}
+		q.mu.Lock()
+		n, cached, sampled := q.c.idx.n, q.c.cached+q.c.ndying, q.c.sampled
+		q.mu.Unlock()
+		if n != cached || cached > keep+evictBatch {
+			t.Fatalf("round %d: %d indexed, %d cached (sampled %v); want at most %d", round, n, cached, sampled, keep+evictBatch)
+		}
+		checkInvariants(t, q)
 	}
 }
 

@@ -46,9 +46,10 @@ type Config[T comparable] struct {
 
 	// KeepFinished is how many finished items (Done, nothing pending) the queue keeps
 	// indexed, least recently finished dropped first, so that adding one again costs one
-	// hash lookup instead of an insert now and a delete at its next Done. The limit is the
-	// larger of KeepFinished and the peak number of items the queue held at once; the
-	// queue drops the oldest in batches once it holds 32 more than that. A kept
+	// hash lookup instead of an insert now and a delete at its next Done. The queue drops
+	// the oldest in batches once it keeps 32 more than KeepFinished. The limit does not
+	// grow with the load: an item finished that many items ago is out of the processor's
+	// caches, and reviving its entry costs more than inserting it anew. A kept
 	// item costs about 75 bytes plus whatever its value keeps reachable (a pointer item
 	// keeps its object alive until dropped). Zero means DefaultKeepFinished; negative keeps
 	// none.
