@@ -3,6 +3,7 @@ package indexer
 import (
 	"hash/maphash"
 	"math/bits"
+	"unsafe"
 )
 
 // core is the store under an Indexer, without locking: a slab of slots addressed by
@@ -12,19 +13,23 @@ import (
 // Keys are stored in keys, parallel to objs, unless the keying derives them from the
 // objects (MetaKey): then no key string is built or allocated. The table hashes and
 // compares namespace and name, and "namespace/name" is built only when a caller asks
-// for keys (ListKeys, IndexKeys, errors). The name is read from the stored object (its
-// mutation-detector copy when there is one); the namespace from the namespace index
-// when there is one (nsIdx), else from the object. Keeping a copy of each name's
-// string header next to its slot would spare that read on a lookup (about 45% of an
-// Update in BenchmarkIndexerUpdate), at 16 bytes per object: the store keeps the
-// memory instead.
+// for keys (ListKeys, IndexKeys, errors). The namespace is read from the namespace
+// index when there is one (nsIdx), else from the object. The name is kept next to the
+// slot, as the two halves of the object's own string header (no copy of its bytes):
+// the data pointer in namePtr and the length in nameLen, 9 bytes per object instead of
+// a 16-byte header. A lookup then compares a stored key without reading the stored
+// object, whose memory is usually cold (that read was about half of an Update). A name
+// of nameLong bytes or more (Kubernetes names have at most 253) is read from the
+// object (its mutation-detector copy when there is one).
 //
 // Invariants, checked by validate in tests:
 //   - slot s is live iff keys[s] != "" (stored keys) or objs[s] is not nil (derived
 //     keys); a slot that is not live holds the zero T and its id is in free exactly
 //     once. count is the number of live slots.
 //   - with derived keys, nsIdx is nil or the one index in idx marked byNamespace,
-//     which indexes every live slot under its namespace.
+//     which indexes every live slot under its namespace; namePtr and nameLen are
+//     parallel to objs, nameAt(s) is the name of live slot s, and a free slot has a
+//     nil namePtr and a zero nameLen.
 //   - table is empty (len 0) or a power-of-two array of cells (see cell) with at most
 //     7/8 of them used; every live slot is in it exactly once, with the top 32 bits
 //     of its key's hash, reachable by linear probing from the cell its key hashes to
@@ -39,6 +44,9 @@ type core[T any] struct {
 	count int
 	objs  []T
 	keys  []string // nil iff kf.nsName != nil
+	// namePtr and nameLen are nil iff kf.nsName == nil; see nameAt.
+	namePtr []*byte
+	nameLen []uint8
 	free  []int32
 	idx   []*index[T]
 	nsIdx *index[T]
@@ -120,6 +128,9 @@ func newCore[T any](kf *keying[T], k, n int, equal, same func(a, b T) bool) *cor
 	}
 	if kf.nsName == nil {
 		c.keys = make([]string, 0, n)
+	} else {
+		c.namePtr = make([]*byte, 0, n)
+		c.nameLen = make([]uint8, 0, n)
 	}
 	if n > 0 {
 		c.table = make([]uint64, tableSize(n))
@@ -187,10 +198,27 @@ func (c *core[T]) hashAt(s int32) uint64 {
 	return c.kf.hashNsName(c.nsAt(s), c.nameAt(s))
 }
 
-// nameAt returns the name of live slot s with derived keys, read from its key object.
+// nameLong in nameLen says that the name is too long to be kept: it is read from the
+// object.
+const nameLong = 255
+
+// nameAt returns the name of live slot s with derived keys.
 func (c *core[T]) nameAt(s int32) string {
+	if n := c.nameLen[s]; n != nameLong {
+		return unsafe.String(c.namePtr[s], int(n))
+	}
 	_, name := c.kf.nsName(c.keyObj(s))
 	return name
+}
+
+// setName keeps name, the name of the object stored in slot s (its own string, so the
+// bytes kept alive are the object's), for nameAt.
+func (c *core[T]) setName(s int32, name string) {
+	if len(name) < nameLong {
+		c.namePtr[s], c.nameLen[s] = unsafe.StringData(name), uint8(len(name))
+	} else {
+		c.namePtr[s], c.nameLen[s] = nil, nameLong
+	}
 }
 
 // A table cell is 0 when empty, otherwise the slot id plus one in its low 32 bits and
@@ -392,6 +420,11 @@ func (c *core[T]) put(k keyRef, obj T, vals [][]string, cp T) (s int32, old T, h
 		c.checkLeaving(s)
 		// Same key, so same hash: the table does not change.
 		c.objs[s] = obj
+		if c.namePtr != nil {
+			// The same name, but the new object's string: the old object's is not
+			// kept alive.
+			c.setName(s, k.name)
+		}
 		if c.copies != nil {
 			c.copies[s] = cp
 		}
@@ -438,10 +471,16 @@ func (c *core[T]) alloc(k keyRef, obj, cp T) int32 {
 		c.objs = append(c.objs, obj)
 		if c.keys != nil {
 			c.keys = append(c.keys, key)
+		} else {
+			c.namePtr = append(c.namePtr, nil)
+			c.nameLen = append(c.nameLen, 0)
 		}
 		if c.copies != nil {
 			c.copies = append(c.copies, cp)
 		}
+	}
+	if c.namePtr != nil {
+		c.setName(s, k.name)
 	}
 	c.insert(s, k.h)
 	c.count++
@@ -459,6 +498,8 @@ func (c *core[T]) removeSlot(s int32) {
 	c.objs[s] = zero
 	if c.keys != nil {
 		c.keys[s] = ""
+	} else {
+		c.namePtr[s], c.nameLen[s] = nil, 0
 	}
 	if c.copies != nil {
 		c.copies[s] = zero
@@ -525,8 +566,13 @@ func (c *core[T]) compact() {
 	remap := make([]int32, len(c.objs))
 	objs := make([]T, 0, c.count)
 	var keys []string
+	var namePtr []*byte
+	var nameLen []uint8
 	if c.keys != nil {
 		keys = make([]string, 0, c.count)
+	} else {
+		namePtr = make([]*byte, 0, c.count)
+		nameLen = make([]uint8, 0, c.count)
 	}
 	var copies []T
 	if c.copies != nil {
@@ -541,6 +587,9 @@ func (c *core[T]) compact() {
 		objs = append(objs, c.objs[s])
 		if keys != nil {
 			keys = append(keys, c.keys[s])
+		} else {
+			namePtr = append(namePtr, c.namePtr[s])
+			nameLen = append(nameLen, c.nameLen[s])
 		}
 		if copies != nil {
 			copies = append(copies, c.copies[s])
@@ -550,6 +599,7 @@ func (c *core[T]) compact() {
 		ix.renumber(remap, len(objs))
 	}
 	c.objs, c.keys, c.copies, c.free = objs, keys, copies, nil
+	c.namePtr, c.nameLen = namePtr, nameLen
 	// Renumber the cells, then shrink the table to the live count.
 	for i, x := range c.table {
 		if x != 0 {

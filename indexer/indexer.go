@@ -65,12 +65,13 @@ type Config[T any] struct {
 // index functions never run under the lock, and a function that fails leaves the
 // store exactly as it was. Reads take a shared lock and cost O(result).
 //
-// Memory: per object, one slot (the object, plus its key unless keys are MetaKey of a
-// pointer type, the default: those are read from the object and never stored), 9 to
-// 18 bytes of hash table, and per index 12 bytes plus the value's share of its member
-// list. ByIndex snapshots add one
-// T per object of each value read with ByIndex, until the value changes. Deleted
-// slots are reused; when more than half of them are free the store compacts itself.
+// Memory: per object, one slot (the object, plus its key; with MetaKey keys of a
+// pointer type, the default, no key is built: the slot keeps the object's own name
+// string, split into its data pointer and a one-byte length, 9 bytes), 9 to 18 bytes
+// of hash table, and per index 12 bytes plus the value's share of its member list.
+// ByIndex snapshots add one T per object of each value read with ByIndex, until the
+// value changes. Deleted slots are reused; when more than half of them are free the
+// store compacts itself.
 //
 // An Indexer must be created with New; its zero value is not usable.
 type Indexer[T any] struct {

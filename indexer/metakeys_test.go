@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -68,7 +69,13 @@ func metaKeysModel(t *testing.T, seed uint64, stored, collide, noNSIndex bool, m
 	namespaces := []string{"", "a", "ns-1", "a-much-longer-namespace-name-" + fmt.Sprint(seed)}
 	random := func(n int) *corev1.ConfigMap {
 		ns := namespaces[rng.IntN(len(namespaces))]
-		o := cm(ns, fmt.Sprint("cm-", rng.IntN(n)), nil)
+		name := fmt.Sprint("cm-", rng.IntN(n))
+		if rng.IntN(8) == 0 {
+			// Names of 252 to 262 bytes: on both sides of the length the store keeps
+			// (nameLong), beyond which it reads names from the objects.
+			name = strings.Repeat("x", 248+rng.IntN(8)) + name
+		}
+		o := cm(ns, name, nil)
 		o.ResourceVersion = fmt.Sprint(rng.Int())
 		return o
 	}

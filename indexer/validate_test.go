@@ -21,6 +21,9 @@ func (x *Indexer[T]) validate() error {
 	if c.keys != nil && len(c.keys) != len(c.objs) {
 		return fmt.Errorf("%d keys for %d slots", len(c.keys), len(c.objs))
 	}
+	if (c.namePtr == nil) != (c.keys != nil) || (c.namePtr != nil && (len(c.namePtr) != len(c.objs) || len(c.nameLen) != len(c.objs))) {
+		return fmt.Errorf("%d name pointers and %d lengths for %d slots (stored keys %v)", len(c.namePtr), len(c.nameLen), len(c.objs), c.keys != nil)
+	}
 	if c.nsIdx != nil && (!c.nsIdx.byNamespace || !slices.Contains(c.idx, c.nsIdx)) {
 		return fmt.Errorf("the namespace index is not one of the indexes by namespace")
 	}
@@ -41,8 +44,8 @@ func (x *Indexer[T]) validate() error {
 		if c.live(int(s)) {
 			return fmt.Errorf("free slot %d is live (key %q)", s, c.keyAt(s))
 		}
-		if c.keys == nil && !c.kf.isNil(c.objs[s]) {
-			return fmt.Errorf("free slot %d holds an object", s)
+		if c.keys == nil && (!c.kf.isNil(c.objs[s]) || c.namePtr[s] != nil || c.nameLen[s] != 0) {
+			return fmt.Errorf("free slot %d holds an object or a name", s)
 		}
 	}
 	live := 0
@@ -55,6 +58,15 @@ func (x *Indexer[T]) validate() error {
 			continue
 		}
 		live++
+		if c.keys == nil {
+			_, name := c.kf.nsName(c.keyObj(int32(s)))
+			if got := c.nameAt(int32(s)); got != name {
+				return fmt.Errorf("slot %d keeps name %q, its object's is %q", s, got, name)
+			}
+			if long := len(name) >= nameLong; long != (c.nameLen[s] == nameLong) {
+				return fmt.Errorf("slot %d: name of %d bytes, kept length %d", s, len(name), c.nameLen[s])
+			}
+		}
 		k := c.keyAt(int32(s))
 		if k == "" || keys[k] {
 			return fmt.Errorf("slot %d has key %q, empty or not unique", s, k)
