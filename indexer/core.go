@@ -47,9 +47,9 @@ type core[T any] struct {
 	// namePtr and nameLen are nil iff kf.nsName == nil; see nameAt.
 	namePtr []*byte
 	nameLen []uint8
-	free  []int32
-	idx   []*index[T]
-	nsIdx *index[T]
+	free    []int32
+	idx     []*index[T]
+	nsIdx   *index[T]
 
 	copies []T
 	// mutated collects keys whose objects were found changed when they left the
