@@ -42,6 +42,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -104,6 +105,8 @@ type Env struct {
 
 	stopOnce sync.Once
 	stopErr  error
+
+	namespaces atomic.Int64 // namespaces made by Namespace, for unique names
 }
 
 // Start starts etcd and kube-apiserver and waits until /readyz passes. On failure it stops

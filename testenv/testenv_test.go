@@ -117,3 +117,30 @@ func TestUnknownUserConfig(t *testing.T) {
 		t.Fatalf("UserConfig(nobody) = %v, want an error naming the user", err)
 	}
 }
+
+// namespaceName makes a valid namespace name (a DNS label of at most 63 characters)
+// from any test name, distinct for each number.
+func TestNamespaceName(t *testing.T) {
+	label := regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	cases := []struct {
+		test string
+		n    int64
+		want string
+	}{
+		{"TestRelist/paginated", 1, "testrelist-paginated-1"},
+		{"TestA/under_score/#01", 12, "testa-under-score-01-12"},
+		{"__", 3, "test-3"},
+		{"Test/" + strings.Repeat("x", 60) + "-y", 100, strings.Repeat("x", 57) + "-y-100"},
+		// Cut to 61 characters, the first one a '-': trimmed.
+		{"Test/" + strings.Repeat("x", 10) + "/" + strings.Repeat("z", 49), 5, strings.Repeat("x", 10) + "-" + strings.Repeat("z", 49) + "-5"},
+	}
+	for _, c := range cases {
+		got := namespaceName(c.test, c.n)
+		if got != c.want {
+			t.Errorf("namespaceName(%q, %d) = %q, want %q", c.test, c.n, got, c.want)
+		}
+		if len(got) > maxNamespace || !label.MatchString(got) {
+			t.Errorf("namespaceName(%q, %d) = %q: not a DNS label", c.test, c.n, got)
+		}
+	}
+}

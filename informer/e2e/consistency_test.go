@@ -16,7 +16,7 @@ import (
 // write returned, the cache shows that write.
 func TestReadYourWrites(t *testing.T) {
 	ctx := t.Context()
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	inf := informer.New(reflector.FromTyped(admin(t).CoreV1().ConfigMaps(ns)), informer.Config[configMap]{})
 	run(t, inf)
 	if err := inf.WaitForSync(ctx); err != nil {

@@ -52,7 +52,7 @@ func TestCustomResourceThroughDynamicClient(t *testing.T) {
 	crds := ext.ApiextensionsV1().CustomResourceDefinitions()
 	t.Cleanup(func() { crds.Delete(t.Context(), crd.Name, metav1.DeleteOptions{}) })
 
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	dyn, err := dynamic.NewForConfig(env.Config())
 	if err != nil {
 		t.Fatal(err)

@@ -99,7 +99,7 @@ func (s *storm) end(t *testing.T) {
 // in the middle.
 func TestStormThroughRestartsAndCompactions(t *testing.T) {
 	ctx := t.Context()
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	createConfigMaps(t, ns, 60, 8)
 	onError, errs := errorsOf()
 	inf := informer.New(reflector.FromTyped(admin(t).CoreV1().ConfigMaps(ns)), informer.Config[configMap]{
@@ -190,7 +190,7 @@ func TestStormThroughRestartsAndCompactions(t *testing.T) {
 // nothing else.
 func TestTombstonesAfterDisconnection(t *testing.T) {
 	ctx := t.Context()
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	createConfigMaps(t, ns, 40, 8)
 	sw := reflectortest.NewPartition(reflector.FromTyped(admin(t).CoreV1().ConfigMaps(ns)))
 	inf := informer.New[configMap](sw, informer.Config[configMap]{

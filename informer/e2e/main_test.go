@@ -10,9 +10,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"regexp"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -66,22 +64,6 @@ func clientsetFor(t *testing.T, user string) *kubernetes.Clientset {
 }
 
 func admin(t *testing.T) *kubernetes.Clientset { return clientsetFor(t, testenv.AdminUser) }
-
-var nonName = regexp.MustCompile(`[^a-z0-9-]+`)
-
-// namespace creates a namespace named after the test.
-func namespace(t *testing.T) string {
-	t.Helper()
-	name := strings.Trim(nonName.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
-	if len(name) > 63 {
-		name = strings.Trim(name[len(name)-63:], "-")
-	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if _, err := admin(t).CoreV1().Namespaces().Create(t.Context(), ns, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return name
-}
 
 func newConfigMap(name string, i int) configMap {
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"i": strconv.Itoa(i)}}
@@ -334,22 +316,7 @@ func errorsOf() (func(error), <-chan error) {
 // grant gives user the verbs on ConfigMaps of ns.
 func grant(t *testing.T, ns, user string, verbs ...string) {
 	t.Helper()
-	rbac := admin(t).RbacV1()
-	role := &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: user, Namespace: ns},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: verbs}},
-	}
-	if _, err := rbac.Roles(ns).Create(t.Context(), role, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: user, Namespace: ns},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: user},
-		Subjects:   []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: user}},
-	}
-	if _, err := rbac.RoleBindings(ns).Create(t.Context(), binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	env.Grant(t, ns, user, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: verbs})
 }
 
 // tolerable reports whether a write error is expected in a storm: conflicts with

@@ -18,7 +18,7 @@ import (
 // refused another namespace, with the typed error.
 func TestNamespaceScopedUser(t *testing.T) {
 	ctx := t.Context()
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	createConfigMaps(t, ns, 25, 5)
 	grant(t, ns, userNSReader, "list", "watch")
 	user := clientsetFor(t, userNSReader)
@@ -69,7 +69,7 @@ func TestNamespaceScopedUser(t *testing.T) {
 func TestUserWithoutWatch(t *testing.T) {
 	for _, mode := range []reflector.WatchListMode{reflector.WatchListAuto, reflector.WatchListOff} {
 		t.Run(mode.String(), func(t *testing.T) {
-			ns := namespace(t)
+			ns := env.Namespace(t)
 			createConfigMaps(t, ns, 10, 5)
 			grant(t, ns, userLister, "list")
 			onError, errs := errorsOf()

@@ -24,7 +24,7 @@ import (
 func TestRelistThroughFromRESTDecodesNothingUnchanged(t *testing.T) {
 	const n = 2000
 	ctx := t.Context()
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	createConfigMaps(t, ns, n, 16)
 	client := admin(t)
 	lw := reflector.FromREST[configMap](client.CoreV1().RESTClient(), "configmaps", ns)

@@ -21,7 +21,7 @@ import (
 func TestInitialSync50k(t *testing.T) {
 	const n = 50_000
 	ctx := t.Context()
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	begin := time.Now()
 	createConfigMaps(t, ns, n, 32)
 	t.Logf("created %d ConfigMaps in %v", n, time.Since(begin).Round(time.Millisecond))

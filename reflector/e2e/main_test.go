@@ -9,9 +9,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"regexp"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -65,22 +63,6 @@ func clientsetFor(t *testing.T, user string) *kubernetes.Clientset {
 		t.Fatal(err)
 	}
 	return c
-}
-
-var nonName = regexp.MustCompile(`[^a-z0-9-]+`)
-
-// namespace creates a namespace named after the test (plus suffix).
-func namespace(t *testing.T, suffix string) string {
-	t.Helper()
-	name := strings.Trim(nonName.ReplaceAllString(strings.ToLower(t.Name()+"-"+suffix), "-"), "-")
-	if len(name) > 63 {
-		name = strings.Trim(name[len(name)-63:], "-")
-	}
-	_, err := admin(t).CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return name
 }
 
 // createConfigMaps creates n ConfigMaps cm-0 … cm-(n-1) in ns.

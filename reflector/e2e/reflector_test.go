@@ -78,7 +78,7 @@ func TestTypedClient(t *testing.T) {
 		{"paginated", reflector.WatchListOff},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ns := namespace(t, "")
+			ns := env.Namespace(t)
 			createConfigMaps(t, ns, 230)
 			st := newMapStore[*corev1.ConfigMap]()
 			r := reflector.New(reflector.FromTyped(admin(t).CoreV1().ConfigMaps(ns)), st, reflector.Config[*corev1.ConfigMap]{
@@ -114,7 +114,7 @@ func TestTypedClient(t *testing.T) {
 }
 
 func TestMetadataClient(t *testing.T) {
-	ns := namespace(t, "")
+	ns := env.Namespace(t)
 	createConfigMaps(t, ns, 20)
 	md, err := metadata.NewForConfig(env.Config())
 	if err != nil {
@@ -164,7 +164,7 @@ func TestDynamicClientOnCRD(t *testing.T) {
 	crds := ext.ApiextensionsV1().CustomResourceDefinitions()
 	t.Cleanup(func() { crds.Delete(t.Context(), crd.Name, metav1.DeleteOptions{}) })
 
-	ns := namespace(t, "")
+	ns := env.Namespace(t)
 	dyn, err := dynamic.NewForConfig(env.Config())
 	if err != nil {
 		t.Fatal(err)
@@ -240,7 +240,7 @@ func ptr[T any](v T) *T { return &v }
 // objects deleted meanwhile are gone.
 func TestRelistAfterCompactionAndRestart(t *testing.T) {
 	ctx := t.Context()
-	ns := namespace(t, "")
+	ns := env.Namespace(t)
 	createConfigMaps(t, ns, 60)
 	type subject struct {
 		gate *reflectortest.Partition[*corev1.ConfigMap]
@@ -315,7 +315,7 @@ func TestRelistAfterCompactionAndRestart(t *testing.T) {
 // gracefully (SIGTERM) and by SIGKILL, with writes as soon as it is back,
 // while the reflector may still be backing off.
 func TestAPIServerRestarts(t *testing.T) {
-	ns := namespace(t, "")
+	ns := env.Namespace(t)
 	createConfigMaps(t, ns, 30)
 	st := newMapStore[*corev1.ConfigMap]()
 	onError, errs := errorsOf()
@@ -343,28 +343,7 @@ func TestAPIServerRestarts(t *testing.T) {
 // grant gives user the verbs on ConfigMaps of ns, replacing earlier grants.
 func grant(t *testing.T, ns, user string, verbs ...string) {
 	t.Helper()
-	ctx := t.Context()
-	rbac := admin(t).RbacV1()
-	role := &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: user, Namespace: ns},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: verbs}},
-	}
-	if _, err := rbac.Roles(ns).Create(ctx, role, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
-		_, err = rbac.Roles(ns).Update(ctx, role, metav1.UpdateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: user, Namespace: ns},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: user},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
-	}
-	if _, err := rbac.RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	env.Grant(t, ns, user, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: verbs})
 }
 
 func isAccessError(verb string) func(error) bool {
@@ -378,7 +357,7 @@ func isAccessError(verb string) func(error) bool {
 // Forbidden error within seconds, keeps retrying, and recovers once RBAC
 // grants watch.
 func TestUserWithoutWatch(t *testing.T) {
-	ns := namespace(t, "")
+	ns := env.Namespace(t)
 	createConfigMaps(t, ns, 10)
 	grant(t, ns, userLister, "get", "list")
 	client := clientsetFor(t, userLister)
@@ -430,8 +409,8 @@ func TestUserWithoutWatch(t *testing.T) {
 // TestNamespaceScopedUser: a user allowed to list and watch ConfigMaps of
 // one namespace syncs that namespace, and is refused the others.
 func TestNamespaceScopedUser(t *testing.T) {
-	allowed := namespace(t, "allowed")
-	other := namespace(t, "other")
+	allowed := env.Namespace(t)
+	other := env.Namespace(t)
 	createConfigMaps(t, allowed, 15)
 	createConfigMaps(t, other, 5)
 	grant(t, allowed, userNSReader, "list", "watch")
@@ -512,7 +491,7 @@ func TestServerWithoutWatchList(t *testing.T) {
 // resourceVersion gets 410 from etcd.
 func TestWithoutWatchCache(t *testing.T) {
 	ctx := t.Context()
-	ns := namespace(t, "")
+	ns := env.Namespace(t)
 	secrets := admin(t).CoreV1().Secrets(ns)
 	for i := range 230 {
 		if _, err := secrets.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("s-", i)}}, metav1.CreateOptions{}); err != nil {

@@ -130,7 +130,7 @@ func TestFromRESTSkipsDecodingKnownObjects(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const n = 300
-			ns := namespace(t, "")
+			ns := env.Namespace(t)
 			createConfigMaps(t, ns, n)
 			client := admin(t)
 			lw := reflector.FromREST[*corev1.ConfigMap](client.CoreV1().RESTClient(), "configmaps", ns)

@@ -487,3 +487,41 @@ func TestInstallCRDServesTheResourceAtOnce(t *testing.T) {
 		t.Fatal("InstallCRD(nil) succeeded")
 	}
 }
+
+// TestNamespacePerCall: each call of Namespace creates a namespace of its own, named
+// after the test, that the API server then serves.
+func TestNamespacePerCall(t *testing.T) {
+	a, b := env.Namespace(t), env.Namespace(t)
+	if a == b || !strings.HasPrefix(a, "testnamespacepercall-") || !strings.HasPrefix(b, "testnamespacepercall-") {
+		t.Fatalf("namespaces %q and %q: want two names after the test", a, b)
+	}
+	c := clientset(t)
+	for _, name := range []string{a, b} {
+		if _, err := c.CoreV1().Namespaces().Get(t.Context(), name, metav1.GetOptions{}); err != nil {
+			t.Fatalf("namespace %s: %v", name, err)
+		}
+	}
+}
+
+// TestGrantInEffectOnReturn: right after Grant returns, the user may do what it granted
+// and nothing else, in each of ten fresh namespaces.
+func TestGrantInEffectOnReturn(t *testing.T) {
+	cfg, err := env.UserConfig("reader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		ns := env.Namespace(t)
+		env.Grant(t, ns, "reader", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"list"}})
+		if _, err := reader.CoreV1().ConfigMaps(ns).List(t.Context(), metav1.ListOptions{}); err != nil {
+			t.Fatalf("list in %s right after Grant: %v", ns, err)
+		}
+		if _, err := reader.CoreV1().Secrets(ns).List(t.Context(), metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+			t.Fatalf("list of secrets in %s = %v, want Forbidden", ns, err)
+		}
+	}
+}

@@ -12,13 +12,11 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -56,10 +54,6 @@ func admin(t *testing.T) (*kubernetes.Clientset, dynamic.NamespaceableResourceIn
 }
 
 // namespaces counts the namespaces made by setup.
-var namespaces atomic.Int64
-
-var nonName = regexp.MustCompile(`[^a-z0-9-]+`)
-
 // setup installs the CRD as admin, grants the controller user the rules of
 // rbac.yaml, and creates a namespace named after the test.
 func setup(t *testing.T) (ns string) {
@@ -72,17 +66,7 @@ func setup(t *testing.T) (ns string) {
 	if err := rbacfile.Apply(ctx, cs, "../rbac.yaml", "controller"); err != nil {
 		t.Fatal(err)
 	}
-	// Unique also across -count runs in one control plane.
-	suffix := fmt.Sprintf("-%d", namespaces.Add(1))
-	ns = strings.Trim(nonName.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
-	if len(ns) > 50 {
-		ns = strings.Trim(ns[len(ns)-50:], "-")
-	}
-	ns += suffix
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return ns
+	return env.Namespace(t)
 }
 
 // testBackend is a backend.Server served on a fixed loopback address, which can be

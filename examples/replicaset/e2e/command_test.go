@@ -40,7 +40,7 @@ func TestCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	var stderr bytes.Buffer
 	cmd := exec.Command(bin, "-kubeconfig", kubeconfig, "-namespace", ns, "-workers", "2")
 	cmd.Stderr = &stderr

@@ -10,10 +10,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"regexp"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -74,27 +71,6 @@ func adminPodSets(t *testing.T, ns string) dynamic.ResourceInterface {
 		t.Fatal(err)
 	}
 	return d.Resource(podset.GroupVersionResource).Namespace(ns)
-}
-
-var nonName = regexp.MustCompile(`[^a-z0-9-]+`)
-
-// namespaces counts the namespaces created, so that names stay unique with -count.
-var namespaces atomic.Int64
-
-// namespace creates a namespace named after the test.
-func namespace(t *testing.T) string {
-	t.Helper()
-	suffix := fmt.Sprintf("-%d", namespaces.Add(1))
-	name := strings.Trim(nonName.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
-	if len(name) > 63-len(suffix) {
-		name = strings.Trim(name[len(name)-(63-len(suffix)):], "-")
-	}
-	name += suffix
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if _, err := adminKube(t).CoreV1().Namespaces().Create(t.Context(), ns, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return name
 }
 
 // start runs a controller for namespace ns as the least-privilege user until the

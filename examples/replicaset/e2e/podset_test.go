@@ -22,7 +22,7 @@ import (
 // replaces a deleted Pod, scales down (sparing the scheduled Pod, which ranks last
 // for deletion), and reports its status.
 func TestScale(t *testing.T) {
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	c := start(t, podset.Options{Namespace: ns})
 	ps := createPodSet(t, ns, "web", 3)
 	if err := c.WaitForCache(t.Context(), ps.ResourceVersion); err != nil {
@@ -92,7 +92,7 @@ func TestScale(t *testing.T) {
 // TestAdoptAndRelease: an orphan Pod matching the selector is adopted and the
 // surplus deleted; a Pod relabelled out of the selector is released and replaced.
 func TestAdoptAndRelease(t *testing.T) {
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	start(t, podset.Options{Namespace: ns})
 	ps := createPodSet(t, ns, "db", 2)
 	waitConverged(t, ns, "db", 2)
@@ -167,7 +167,7 @@ func TestAdoptAndRelease(t *testing.T) {
 // Pods stay behind with a dangling owner reference), the controller neither
 // recreates a deleted Pod of it nor touches the others.
 func TestDeletedPodSet(t *testing.T) {
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	var gone atomic.Int64 // reconciles that found the PodSet missing
 	logger := funcr.New(func(_, args string) {
 		if strings.Contains(args, `"msg"="PodSet gone`) {
@@ -211,7 +211,7 @@ func TestDeletedPodSet(t *testing.T) {
 // CRD's schema cannot reject) gets a clear terminal error and no Pod; fixed, it gets
 // its Pods.
 func TestInvalidPodSet(t *testing.T) {
-	ns := namespace(t)
+	ns := env.Namespace(t)
 	var mu sync.Mutex
 	var errs []string
 	logger := funcr.New(func(_, args string) {

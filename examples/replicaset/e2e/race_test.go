@@ -30,7 +30,7 @@ import (
 func TestStaleCacheRace(t *testing.T) {
 	const replicas = 2
 	run := func(t *testing.T, skipExpectations bool) int {
-		ns := namespace(t)
+		ns := env.Namespace(t)
 		gate := &gatedPods{open: make(chan struct{})}
 		start(t, podset.Options{
 			Namespace:              ns,
