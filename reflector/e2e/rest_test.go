@@ -40,6 +40,24 @@ func (s reuseStore) snapshot() map[string]*corev1.ConfigMap {
 	return out
 }
 
+// cacheCaughtUp returns once the API server's watch cache has seen every write made so
+// far in ns. A paginated reflector lists at resourceVersion "0", which the cache answers,
+// possibly from before the latest writes (their events then come by watch, and the
+// list counts fewer objects); a LIST "not older than" the current resourceVersion waits
+// until the cache has it.
+func cacheCaughtUp(t *testing.T, ns string) {
+	t.Helper()
+	c := admin(t).CoreV1().ConfigMaps(ns)
+	now, err := c.List(t.Context(), metav1.ListOptions{Limit: 1}) // read from etcd
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := metav1.ListOptions{ResourceVersion: now.ResourceVersion, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan}
+	if _, err := c.List(t.Context(), opts); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // freshList returns the ConfigMaps of ns from a consistent LIST through the
 // typed client, managedFields stripped, by key.
 func freshList(t *testing.T, ns string) map[string]*corev1.ConfigMap {
@@ -132,6 +150,7 @@ func TestFromRESTSkipsDecodingKnownObjects(t *testing.T) {
 			const n = 300
 			ns := env.Namespace(t)
 			createConfigMaps(t, ns, n)
+			cacheCaughtUp(t, ns)
 			client := admin(t)
 			lw := reflector.FromREST[*corev1.ConfigMap](client.CoreV1().RESTClient(), "configmaps", ns)
 			st := reuseStore{newMapStore[*corev1.ConfigMap]()}
@@ -181,6 +200,7 @@ func TestFromRESTSkipsDecodingKnownObjects(t *testing.T) {
 				}
 			}
 
+			cacheCaughtUp(t, ns)
 			second := reflector.New(lw, st, cfg)
 			startReflector(t, second)
 			checkFresh("second sync")
