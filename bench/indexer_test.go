@@ -194,25 +194,7 @@ func idxReportCPU(b *testing.B, start time.Duration) {
 // index the same way (the common watch event).
 func BenchmarkIndexerUpdate(b *testing.B) {
 	idxBenchObjs()
-	for _, impl := range idxImpls {
-		b.Run("impl="+impl.name, func(b *testing.B) {
-			b.ReportAllocs()
-			s := impl.new()
-			idxMustFill(b, s, idxBaseObjs)
-			i := 0
-			defer idxReportCPU(b, idxCPUTime())
-			for b.Loop() {
-				objs := idxNewerObjs
-				if (i/idxObjects)%2 == 1 {
-					objs = idxBaseObjs
-				}
-				if err := s.update(objs[i%idxObjects]); err != nil {
-					b.Fatal(err)
-				}
-				i++
-			}
-		})
-	}
+	idxRunUpdates(b, idxNewerObjs)
 }
 
 // BenchmarkIndexerUpdateMove updates objects so that they move to another value of
@@ -223,6 +205,12 @@ func BenchmarkIndexerUpdateMove(b *testing.B) {
 	for _, o := range moved {
 		o.Labels["app"] = "moved-" + o.Labels["app"]
 	}
+	idxRunUpdates(b, moved)
+}
+
+// idxRunUpdates fills each implementation's store with the base objects and updates
+// them, in passes of idxObjects, alternately to next and back to the base objects.
+func idxRunUpdates(b *testing.B, next []*corev1.ConfigMap) {
 	for _, impl := range idxImpls {
 		b.Run("impl="+impl.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -231,7 +219,7 @@ func BenchmarkIndexerUpdateMove(b *testing.B) {
 			i := 0
 			defer idxReportCPU(b, idxCPUTime())
 			for b.Loop() {
-				objs := moved
+				objs := next
 				if (i/idxObjects)%2 == 1 {
 					objs = idxBaseObjs
 				}
