@@ -7,7 +7,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/internal/testrun"
 	"github.com/ctrlkit/ctrlkit/reflector"
 	"github.com/ctrlkit/ctrlkit/testenv"
 )
@@ -291,27 +291,11 @@ func waitInSync[T reflector.Object](t *testing.T, d time.Duration, want map[stri
 // run starts inf and stops it at the end of the test, checking Run's result.
 func run[T reflector.Object](t *testing.T, inf *informer.Informer[T]) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- inf.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run = %v", err)
-		}
-	})
+	testrun.Run(t, inf.Run)
 }
 
 // errorsOf returns an OnError function and the channel it feeds.
-func errorsOf() (func(error), <-chan error) {
-	ch := make(chan error, 100)
-	return func(err error) {
-		select {
-		case ch <- err:
-		default:
-		}
-	}, ch
-}
+func errorsOf() (func(error), <-chan error) { return testrun.Errors() }
 
 // grant gives user the verbs on ConfigMaps of ns.
 func grant(t *testing.T, ns, user string, verbs ...string) {

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/internal/testrun"
 	"github.com/ctrlkit/ctrlkit/reflector"
 	"github.com/ctrlkit/ctrlkit/testenv"
 )
@@ -202,27 +203,11 @@ func (s *mapStore[T]) waitFor(t *testing.T, want map[string]string) {
 // run starts r and stops it at the end of the test.
 func run[T reflector.Object](t *testing.T, r *reflector.Reflector[T]) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run = %v", err)
-		}
-	})
+	testrun.Run(t, r.Run)
 }
 
 // errorsOf returns an OnError function and the channel it feeds.
-func errorsOf() (func(error), <-chan error) {
-	ch := make(chan error, 100)
-	return func(err error) {
-		select {
-		case ch <- err:
-		default:
-		}
-	}, ch
-}
+func errorsOf() (func(error), <-chan error) { return testrun.Errors() }
 
 // waitError waits for an error matching ok on ch, for at most d.
 func waitError(t *testing.T, ch <-chan error, d time.Duration, ok func(error) bool) error {

@@ -24,6 +24,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/examples/internal/rbacfile"
 	"github.com/ctrlkit/ctrlkit/examples/replicaset/podset"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/internal/testrun"
 	"github.com/ctrlkit/ctrlkit/testenv"
 )
 
@@ -86,15 +87,7 @@ func start(t *testing.T, opts podset.Options) *podset.Controller {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run = %v", err)
-		}
-	})
+	testrun.Run(t, c.Run)
 	return c
 }
 

@@ -29,6 +29,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/examples/internal/rbacfile"
 	"github.com/ctrlkit/ctrlkit/examples/sidecar-injector/injector"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/internal/testrun"
 	"github.com/ctrlkit/ctrlkit/reconcile"
 	"github.com/ctrlkit/ctrlkit/testenv"
 )
@@ -177,15 +178,7 @@ func start(t *testing.T, ns, definition string) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- h.ctl.Run(runCtx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	testrun.Run(t, h.ctl.Run)
 	return h
 }
 
