@@ -21,8 +21,8 @@ const grantWait = 30 * time.Second
 // of it to the user. It returns once the API server allows every verb of every rule on
 // every resource named, asked through SubjectAccessReviews: the server's authorizer
 // learns of new roles through a watch, so a request made right after the writes can
-// still be refused. Rules naming no resource (NonResourceURLs) are not waited for. It
-// fails t on error or after 30 seconds.
+// still be refused. Rules that grant no resource (no APIGroups, or only NonResourceURLs)
+// are not waited for. It fails t on error or after 30 seconds.
 func (e *Env) Grant(t testing.TB, ns, user string, rules ...rbacv1.PolicyRule) {
 	t.Helper()
 	if err := e.grant(t.Context(), ns, user, rules); err != nil {
@@ -54,7 +54,7 @@ func (e *Env) grant(ctx context.Context, ns, user string, rules []rbacv1.PolicyR
 	ctx, cancel := context.WithTimeout(ctx, grantWait)
 	defer cancel()
 	for _, r := range rules {
-		for _, group := range orAll(r.APIGroups) {
+		for _, group := range r.APIGroups {
 			for _, res := range r.Resources {
 				for _, verb := range r.Verbs {
 					attrs := &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: group, Resource: res}
@@ -66,14 +66,6 @@ func (e *Env) grant(ctx context.Context, ns, user string, rules []rbacv1.PolicyR
 		}
 	}
 	return nil
-}
-
-// orAll returns groups, or the one group "*" when it is empty.
-func orAll(groups []string) []string {
-	if len(groups) == 0 {
-		return []string{"*"}
-	}
-	return groups
 }
 
 // waitAllowed asks the API server whether user may do attrs until it says yes.
