@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ctrlkit/ctrlkit/informer"
+	"github.com/ctrlkit/ctrlkit/internal/testrun"
 	"github.com/ctrlkit/ctrlkit/reflector"
 )
 
@@ -18,7 +19,7 @@ func TestReadYourWrites(t *testing.T) {
 	ctx := t.Context()
 	ns := env.Namespace(t)
 	inf := informer.New(reflector.FromTyped(admin(t).CoreV1().ConfigMaps(ns)), informer.Config[configMap]{})
-	run(t, inf)
+	testrun.Run(t, inf.Run)
 	if err := inf.WaitForSync(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ctrlkit/ctrlkit/indexer"
 	"github.com/ctrlkit/ctrlkit/informer"
+	"github.com/ctrlkit/ctrlkit/internal/testrun"
 	"github.com/ctrlkit/ctrlkit/reflector"
 )
 
@@ -102,7 +103,7 @@ func TestCustomResourceThroughDynamicClient(t *testing.T) {
 	})
 	rec := newChecker[*unstructured.Unstructured]()
 	mustAdd(t, inf, rec, informer.HandlerOptions{})
-	run(t, inf)
+	testrun.Run(t, inf.Run)
 	waitInSync(t, converge, server(), inf, rec)
 	if reds, err := inf.Indexer().ByIndex("color", "red"); err != nil || len(reds) != 5 {
 		t.Errorf("red gadgets = %d, %v; want 5", len(reds), err)

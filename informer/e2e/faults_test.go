@@ -19,6 +19,7 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/ctrlkit/ctrlkit/informer"
+	"github.com/ctrlkit/ctrlkit/internal/testrun"
 	"github.com/ctrlkit/ctrlkit/reflector"
 	"github.com/ctrlkit/ctrlkit/reflector/reflectortest"
 )
@@ -101,7 +102,7 @@ func TestStormThroughRestartsAndCompactions(t *testing.T) {
 	ctx := t.Context()
 	ns := env.Namespace(t)
 	createConfigMaps(t, ns, 60, 8)
-	onError, errs := errorsOf()
+	onError, errs := testrun.Errors()
 	inf := informer.New(reflector.FromTyped(admin(t).CoreV1().ConfigMaps(ns)), informer.Config[configMap]{
 		Name:      "storm",
 		OnError:   onError,
@@ -118,7 +119,7 @@ func TestStormThroughRestartsAndCompactions(t *testing.T) {
 	}
 	mustAdd(t, inf, steady, informer.HandlerOptions{})
 	slowReg := mustAdd(t, inf, slow, informer.HandlerOptions{BufferLimit: 16})
-	run(t, inf)
+	testrun.Run(t, inf.Run)
 	if err := inf.WaitForSync(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +199,7 @@ func TestTombstonesAfterDisconnection(t *testing.T) {
 	})
 	rec := newChecker[configMap]()
 	mustAdd(t, inf, rec, informer.HandlerOptions{})
-	run(t, inf)
+	testrun.Run(t, inf.Run)
 	waitInSync(t, converge, serverVersions(t, ns), inf, rec)
 	before := rec.versions()
 

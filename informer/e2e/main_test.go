@@ -23,7 +23,6 @@ import (
 
 	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
-	"github.com/ctrlkit/ctrlkit/internal/testrun"
 	"github.com/ctrlkit/ctrlkit/reflector"
 	"github.com/ctrlkit/ctrlkit/testenv"
 )
@@ -287,15 +286,6 @@ func waitInSync[T reflector.Object](t *testing.T, d time.Duration, want map[stri
 		}
 	}
 }
-
-// run starts inf and stops it at the end of the test, checking Run's result.
-func run[T reflector.Object](t *testing.T, inf *informer.Informer[T]) {
-	t.Helper()
-	testrun.Run(t, inf.Run)
-}
-
-// errorsOf returns an OnError function and the channel it feeds.
-func errorsOf() (func(error), <-chan error) { return testrun.Errors() }
 
 // grant gives user the verbs on ConfigMaps of ns.
 func grant(t *testing.T, ns, user string, verbs ...string) {

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ctrlkit/ctrlkit/informer"
+	"github.com/ctrlkit/ctrlkit/internal/testrun"
 	"github.com/ctrlkit/ctrlkit/reflector"
 )
 
@@ -26,7 +27,7 @@ func TestNamespaceScopedUser(t *testing.T) {
 	inf := informer.New(reflector.FromTyped(user.CoreV1().ConfigMaps(ns)), informer.Config[configMap]{})
 	rec := newChecker[configMap]()
 	mustAdd(t, inf, rec, informer.HandlerOptions{})
-	run(t, inf)
+	testrun.Run(t, inf.Run)
 	waitInSync(t, converge, serverVersions(t, ns), inf, rec)
 
 	c := admin(t).CoreV1().ConfigMaps(ns)
@@ -50,9 +51,9 @@ func TestNamespaceScopedUser(t *testing.T) {
 	}
 
 	// Everywhere else the user is forbidden.
-	onError, errs := errorsOf()
+	onError, errs := testrun.Errors()
 	other := informer.New(reflector.FromTyped(user.CoreV1().ConfigMaps("default")), informer.Config[configMap]{OnError: onError})
-	run(t, other)
+	testrun.Run(t, other.Run)
 	select {
 	case err := <-errs:
 		if !errors.Is(err, reflector.ErrForbidden) {
@@ -72,13 +73,13 @@ func TestUserWithoutWatch(t *testing.T) {
 			ns := env.Namespace(t)
 			createConfigMaps(t, ns, 10, 5)
 			grant(t, ns, userLister, "list")
-			onError, errs := errorsOf()
+			onError, errs := testrun.Errors()
 			inf := informer.New(reflector.FromTyped(clientsetFor(t, userLister).CoreV1().ConfigMaps(ns)), informer.Config[configMap]{
 				OnError:   onError,
 				Reflector: reflector.Config[configMap]{WatchList: mode},
 			})
 			start := time.Now()
-			run(t, inf)
+			testrun.Run(t, inf.Run)
 			var err error
 			select {
 			case err = <-errs:

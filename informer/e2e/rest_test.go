@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ctrlkit/ctrlkit/informer"
+	"github.com/ctrlkit/ctrlkit/internal/testrun"
 	"github.com/ctrlkit/ctrlkit/reflector"
 )
 
@@ -34,7 +35,7 @@ func TestRelistThroughFromRESTDecodesNothingUnchanged(t *testing.T) {
 	})
 	c := newChecker[configMap]()
 	mustAdd(t, inf, c, informer.HandlerOptions{})
-	run(t, inf)
+	testrun.Run(t, inf.Run)
 	if err := inf.WaitForSync(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ctrlkit/ctrlkit/informer"
+	"github.com/ctrlkit/ctrlkit/internal/testrun"
 	"github.com/ctrlkit/ctrlkit/reflector"
 )
 
@@ -30,7 +31,7 @@ func TestInitialSync50k(t *testing.T) {
 	first := newChecker[configMap]()
 	firstReg := mustAdd(t, inf, first, informer.HandlerOptions{})
 	begin = time.Now()
-	run(t, inf)
+	testrun.Run(t, inf.Run)
 	if err := inf.WaitForSync(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
-	"github.com/ctrlkit/ctrlkit/internal/testrun"
 	"github.com/ctrlkit/ctrlkit/reflector"
 	"github.com/ctrlkit/ctrlkit/testenv"
 )
@@ -199,15 +198,6 @@ func (s *mapStore[T]) waitFor(t *testing.T, want map[string]string) {
 		t.Errorf("resourceVersions went backwards: %v", s.violations)
 	}
 }
-
-// run starts r and stops it at the end of the test.
-func run[T reflector.Object](t *testing.T, r *reflector.Reflector[T]) {
-	t.Helper()
-	testrun.Run(t, r.Run)
-}
-
-// errorsOf returns an OnError function and the channel it feeds.
-func errorsOf() (func(error), <-chan error) { return testrun.Errors() }
 
 // waitError waits for an error matching ok on ch, for at most d.
 func waitError(t *testing.T, ch <-chan error, d time.Duration, ok func(error) bool) error {

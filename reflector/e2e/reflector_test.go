@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 
+	"github.com/ctrlkit/ctrlkit/internal/testrun"
 	"github.com/ctrlkit/ctrlkit/reflector"
 	"github.com/ctrlkit/ctrlkit/reflector/reflectortest"
 	"github.com/ctrlkit/ctrlkit/testenv"
@@ -86,7 +87,7 @@ func TestTypedClient(t *testing.T) {
 				PageSize:  100,
 				Transform: reflector.StripManagedFields[*corev1.ConfigMap],
 			})
-			run(t, r)
+			testrun.Run(t, r.Run)
 			st.waitFor(t, serverConfigMaps(t, ns))
 
 			h := healthy(t, r, func(h reflector.Health) bool {
@@ -123,7 +124,7 @@ func TestMetadataClient(t *testing.T) {
 	st := newMapStore[*metav1.PartialObjectMetadata]()
 	lw := reflector.FromMetadata(md.Resource(corev1.SchemeGroupVersion.WithResource("configmaps")).Namespace(ns))
 	r := reflector.New(lw, st, reflector.Config[*metav1.PartialObjectMetadata]{})
-	run(t, r)
+	testrun.Run(t, r.Run)
 	st.waitFor(t, serverConfigMaps(t, ns))
 	if err := admin(t).CoreV1().ConfigMaps(ns).Delete(t.Context(), "cm-3", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -203,7 +204,7 @@ func TestDynamicClientOnCRD(t *testing.T) {
 
 	st := newMapStore[*unstructured.Unstructured]()
 	r := reflector.New(reflector.FromDynamic(widgets), st, reflector.Config[*unstructured.Unstructured]{LabelSelector: "color=red"})
-	run(t, r)
+	testrun.Run(t, r.Run)
 	want := serverRed()
 	if len(want) != 6 {
 		t.Fatalf("server has %d red widgets, want 6", len(want))
@@ -254,7 +255,7 @@ func TestRelistAfterCompactionAndRestart(t *testing.T) {
 		r := reflector.New[*corev1.ConfigMap](g, st, reflector.Config[*corev1.ConfigMap]{
 			Name: mode.String(), WatchList: mode, Backoff: reflector.Backoff{Max: 2 * time.Second},
 		})
-		run(t, r)
+		testrun.Run(t, r.Run)
 		subjects = append(subjects, subject{g, st, r})
 	}
 	want := serverConfigMaps(t, ns)
@@ -318,11 +319,11 @@ func TestAPIServerRestarts(t *testing.T) {
 	ns := env.Namespace(t)
 	createConfigMaps(t, ns, 30)
 	st := newMapStore[*corev1.ConfigMap]()
-	onError, errs := errorsOf()
+	onError, errs := testrun.Errors()
 	r := reflector.New(reflector.FromTyped(admin(t).CoreV1().ConfigMaps(ns)), st, reflector.Config[*corev1.ConfigMap]{
 		OnError: onError, Backoff: reflector.Backoff{Max: 2 * time.Second},
 	})
-	run(t, r)
+	testrun.Run(t, r.Run)
 	st.waitFor(t, serverConfigMaps(t, ns))
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 		if err := env.RestartAPIServer(t.Context(), sig); err != nil {
@@ -369,13 +370,13 @@ func TestUserWithoutWatch(t *testing.T) {
 	}
 	var subjects []subject
 	for _, mode := range []reflector.WatchListMode{reflector.WatchListAuto, reflector.WatchListOff} {
-		onError, errs := errorsOf()
+		onError, errs := testrun.Errors()
 		st := newMapStore[*corev1.ConfigMap]()
 		r := reflector.New(reflector.FromTyped(client.CoreV1().ConfigMaps(ns)), st, reflector.Config[*corev1.ConfigMap]{
 			Name: mode.String(), WatchList: mode, OnError: onError,
 		})
 		started := time.Now()
-		run(t, r)
+		testrun.Run(t, r.Run)
 		err := waitError(t, errs, 5*time.Second, isAccessError("watch"))
 		t.Logf("%s: %v after %v", mode, err, time.Since(started))
 		var ae *reflector.AccessError
@@ -418,17 +419,17 @@ func TestNamespaceScopedUser(t *testing.T) {
 
 	st := newMapStore[*corev1.ConfigMap]()
 	r := reflector.New(reflector.FromTyped(client.CoreV1().ConfigMaps(allowed)), st, reflector.Config[*corev1.ConfigMap]{})
-	run(t, r)
+	testrun.Run(t, r.Run)
 	st.waitFor(t, serverConfigMaps(t, allowed))
 	storm(t, allowed, 40)
 	st.waitFor(t, serverConfigMaps(t, allowed))
 	healthy(t, r, func(h reflector.Health) bool { return h.Stats.Failures == 0 && h.Stats.StreamingLists == 1 })
 
 	for _, ns := range []string{other, metav1.NamespaceAll} {
-		onError, errs := errorsOf()
+		onError, errs := testrun.Errors()
 		denied := reflector.New(reflector.FromTyped(client.CoreV1().ConfigMaps(ns)), newMapStore[*corev1.ConfigMap](),
 			reflector.Config[*corev1.ConfigMap]{OnError: onError})
-		run(t, denied)
+		testrun.Run(t, denied.Run)
 		waitError(t, errs, 5*time.Second, isAccessError("watch"))
 	}
 }
@@ -455,10 +456,10 @@ func TestServerWithoutWatchList(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	onError, errs := errorsOf()
+	onError, errs := testrun.Errors()
 	st := newMapStore[*corev1.ConfigMap]()
 	r := reflector.New(reflector.FromTyped(client.CoreV1().ConfigMaps(ns)), st, reflector.Config[*corev1.ConfigMap]{OnError: onError})
-	run(t, r)
+	testrun.Run(t, r.Run)
 	list := func() map[string]string {
 		l, err := client.CoreV1().ConfigMaps(ns).List(t.Context(), metav1.ListOptions{})
 		if err != nil {
@@ -533,7 +534,7 @@ func TestWithoutWatchCache(t *testing.T) {
 	r := reflector.New[*corev1.Secret](sp, st, reflector.Config[*corev1.Secret]{
 		WatchList: reflector.WatchListOff, PageSize: 100, Backoff: reflector.Backoff{Max: 2 * time.Second},
 	})
-	run(t, r)
+	testrun.Run(t, r.Run)
 	select {
 	case <-compacted:
 	case <-time.After(waitTimeout):
