@@ -17,9 +17,24 @@ func checkInvariants[T comparable](t testing.TB, q *Queue[T]) {
 	defer q.mu.Unlock()
 	q.smu.Lock()
 	defer q.smu.Unlock()
+	q.amu.Lock()
+	defer q.amu.Unlock()
 	err := q.c.check()
 	if err == nil && len(q.waiters) > 0 && q.c.ready > 0 {
 		err = fmt.Errorf("%d waiters while %d items are ready", len(q.waiters), q.c.ready)
+	}
+	switch {
+	case err != nil:
+	case int(q.nadds.Load()) != len(q.adds):
+		err = fmt.Errorf("nadds %d, %d adds staged", q.nadds.Load(), len(q.adds))
+	case len(q.adds) >= stageMax:
+		err = fmt.Errorf("%d adds staged, limit %d", len(q.adds), stageMax)
+	case q.ashut && len(q.adds) > 0:
+		err = fmt.Errorf("%d adds staged after shut-down", len(q.adds))
+	case int(q.nwait.Load()) != len(q.waiters):
+		err = fmt.Errorf("nwait %d, %d waiters", q.nwait.Load(), len(q.waiters))
+	case len(q.adds) > 0 && len(q.waiters) > 0:
+		err = fmt.Errorf("%d adds staged while %d Gets wait", len(q.adds), len(q.waiters))
 	}
 	nstaged := len(q.stage)
 	for _, buf := range q.full {

@@ -81,7 +81,11 @@ type AddOptions struct {
 //
 // A Queue must be created with New; the zero Queue is not usable. All methods are safe for
 // concurrent use. Add, Get and Done cost O(1) hash-table operations plus O(L) for L distinct
-// priorities waiting. AddAfter and AddRateLimited only append to a small staging buffer
+// priorities waiting. Without Config.Metrics, Add appends the item to a small buffer under
+// a lock of its own and returns; the next Get, Done or Len applies the buffered adds, in
+// order, before anything else (and an Add while a Get waits applies them itself), so an
+// Add takes effect when it is made as far as any caller can tell, and adders hardly
+// contend with workers. AddAfter and AddRateLimited also only append to a small staging buffer
 // under a lock of their own; staged items are moved into the queue in batches (by a Get
 // that finds nothing ready, by the timer's firing, or by the adder once several buffers
 // are full), so scheduling hardly contends with Get and Done. Deadlines up to about 33ms
@@ -107,6 +111,8 @@ type Queue[T comparable] struct {
 	// nothing ready and nothing in flight. idleClosed records that.
 	idle       chan struct{}
 	idleClosed bool
+	// spareAdds is an emptied adds buffer kept for reuse.
+	spareAdds []staged[T]
 
 	_ [cacheLine]byte
 
@@ -144,6 +150,21 @@ type Queue[T comparable] struct {
 	timer   *time.Timer
 	timerAt int64
 	timerWG sync.WaitGroup
+
+	_ [cacheLine]byte
+
+	// amu guards adds, the immediate adds staged by Add and not yet applied to the core
+	// (oldest first, len(adds) < stageMax), and ashut, set at shut-down once they are.
+	// Lock order: mu, then amu. See Add.
+	amu   sync.Mutex
+	adds  []staged[T]
+	ashut bool
+	// nadds mirrors len(adds), for lock holders to read without amu. nwait counts the Gets
+	// in waiters plus those about to wait: a Get counts itself before it looks at nadds a
+	// last time, and an adder reads nwait after staging, so that one of the two sees the
+	// other and no item is staged while a Get sleeps.
+	nadds atomic.Int32
+	nwait atomic.Int32
 
 	_ [cacheLine]byte
 
@@ -302,29 +323,74 @@ func (q *Queue[T]) Forget(item T) { q.limiter.Forget(item) }
 func (q *Queue[T]) NumRequeues(item T) int { return q.limiter.NumRequeues(item) }
 
 // addNow adds item at once; tag is tagOf(item), computed outside the lock.
+//
+// Without metrics, the add is staged: appended to q.adds under amu, a lock held for a few
+// nanoseconds, instead of applied to the core under mu, which Get and Done hold for
+// longer. Whoever takes mu next applies the staged adds first, in order, before anything
+// else (see applyAddsLocked), so an add takes effect at the moment it is staged, as far as
+// anyone can observe. The adder applies them itself when the buffer is full, and when a
+// Get waits (a waiting Get must be handed the item now); in that case it skips the
+// staging. With metrics, adds are applied at once, so that Metrics.Added (and the depth
+// gauge it drives) counts an add when it happens rather than when it is applied.
 func (q *Queue[T]) addNow(item T, tag uint32, prio int, key string, retried bool) {
+	var at int64
+	if q.metrics != nil {
+		at = q.now()
+		if retried {
+			q.metrics.Retried()
+		}
+	}
+	if q.metrics == nil && q.nwait.Load() == 0 {
+		q.amu.Lock()
+		if q.ashut {
+			q.amu.Unlock()
+			return
+		}
+		q.adds = append(q.adds, staged[T]{item: item, prio: prio, key: key, tag: tag})
+		n := len(q.adds)
+		q.nadds.Store(int32(n))
+		q.amu.Unlock()
+		if n < stageMax && q.nwait.Load() == 0 {
+			return
+		}
+		q.mu.Lock()
+		q.applyAddsLocked()
+		q.mu.Unlock()
+		return
+	}
 	q.mu.Lock()
 	if q.shut {
 		q.mu.Unlock()
 		return
 	}
-	var now int64
-	if q.metrics != nil {
-		now = q.now()
-	}
-	added := q.c.add(item, tag, prio, key, now)
-	if len(q.waiters) > 0 {
-		q.dispatchLocked(now)
-	}
+	q.applyAddsLocked()
+	added := q.c.add(item, tag, prio, key, at)
+	q.dispatchLocked(at)
 	q.mu.Unlock()
-	if q.metrics != nil {
-		if retried {
-			q.metrics.Retried()
-		}
-		if added {
-			q.metrics.Added()
-		}
+	if added && q.metrics != nil {
+		q.metrics.Added()
 	}
+}
+
+// applyAddsLocked applies the staged adds to the core, in the order they were staged, and
+// hands items to waiting Gets. Every holder of mu calls it before looking at the core.
+// Requires mu held.
+func (q *Queue[T]) applyAddsLocked() {
+	if q.nadds.Load() == 0 {
+		return
+	}
+	q.amu.Lock()
+	buf := q.adds
+	q.adds, q.spareAdds = q.spareAdds, nil
+	q.nadds.Store(0)
+	q.amu.Unlock()
+	q.c.touch(buf)
+	for i := range buf {
+		q.c.add(buf[i].item, buf[i].tag, buf[i].prio, buf[i].key, 0)
+	}
+	clear(buf)
+	q.spareAdds = buf[:0]
+	q.dispatchLocked(0) // no timestamps: staging is only used without metrics
 }
 
 // addDelayed adds item after d from now, the current time on the queue's clock; tag is
@@ -451,6 +517,7 @@ func (q *Queue[T]) drain() {
 	bufs := q.takeStage()
 	q.mu.Lock()
 	if !q.shut {
+		q.applyAddsLocked()
 		q.applyLocked(bufs)
 	}
 	q.mu.Unlock()
@@ -489,13 +556,14 @@ func (q *Queue[T]) pump(rearm bool) {
 			q.mu.Unlock()
 			return
 		}
+		q.applyAddsLocked()
 		if !applied {
 			q.applyLocked(bufs)
 			applied = true
 		}
 		now := q.now()
 		moved, added := q.c.fire(now, fireBatch)
-		if added > 0 && len(q.waiters) > 0 {
+		if added > 0 {
 			q.dispatchLocked(now)
 		}
 		more := moved == fireBatch
@@ -544,6 +612,7 @@ func (q *Queue[T]) dispatchLocked(now int64) {
 		w := q.waiters[len(q.waiters)-1]
 		q.waiters[len(q.waiters)-1] = nil
 		q.waiters = q.waiters[:len(q.waiters)-1]
+		q.nwait.Add(-1)
 		s, waited := q.c.pop(now)
 		w.item = q.c.e(s).item
 		w.waited = waited
@@ -560,6 +629,7 @@ func (q *Queue[T]) finishLocked() {
 			w.res = resShutDown
 			w.ch <- struct{}{}
 			q.waiters[i] = nil
+			q.nwait.Add(-1)
 		}
 		q.waiters = q.waiters[:0]
 		if q.c.inflight == 0 && q.idle != nil && !q.idleClosed {
@@ -577,37 +647,57 @@ func (q *Queue[T]) finishLocked() {
 func (q *Queue[T]) Get(ctx context.Context) (T, error) {
 	var zero T
 	q.mu.Lock()
-	if q.c.ready == 0 && !q.shut && q.delays.Load() && (q.nfull.Load() > 0 || q.dueLocked()) {
-		// Rather than block, take in the staging buffers that adders filled, and add the
-		// due items now instead of when the timer fires.
-		q.mu.Unlock()
-		q.pump(false)
-		q.mu.Lock()
-	}
-	if q.c.ready > 0 {
-		var now int64
-		if q.metrics != nil {
-			now = q.now()
+	registered := false // counted in nwait
+	for {
+		q.applyAddsLocked()
+		if q.c.ready == 0 && !q.shut && q.delays.Load() && (q.nfull.Load() > 0 || q.dueLocked()) {
+			// Rather than block, take in the staging buffers that adders filled, and add the
+			// due items now instead of when the timer fires.
+			q.mu.Unlock()
+			q.pump(false)
+			q.mu.Lock()
 		}
-		s, waited := q.c.pop(now)
-		item := q.c.e(s).item
-		if q.shut {
-			q.finishLocked()
+		if q.c.ready > 0 {
+			var now int64
+			if q.metrics != nil {
+				now = q.now()
+			}
+			s, waited := q.c.pop(now)
+			item := q.c.e(s).item
+			if q.shut {
+				q.finishLocked()
+			}
+			if registered {
+				q.nwait.Add(-1)
+			}
+			q.mu.Unlock()
+			if q.metrics != nil {
+				q.metrics.Started(time.Duration(waited))
+			}
+			return item, nil
 		}
-		q.mu.Unlock()
-		if q.metrics != nil {
-			q.metrics.Started(time.Duration(waited))
+		var err error
+		if q.shut && q.c.redirty == 0 {
+			err = ErrShutDown
+		} else if ctx.Done() != nil {
+			err = ctx.Err()
 		}
-		return item, nil
-	}
-	if q.shut && q.c.redirty == 0 {
-		q.mu.Unlock()
-		return zero, ErrShutDown
-	}
-	if ctx.Done() != nil {
-		if err := ctx.Err(); err != nil {
+		if err != nil {
+			if registered {
+				q.nwait.Add(-1)
+			}
 			q.mu.Unlock()
 			return zero, err
+		}
+		if registered {
+			break
+		}
+		// Announce the wait before looking at the staged adds a last time: an adder that
+		// stages after that look sees the announcement and hands its item over.
+		q.nwait.Add(1)
+		registered = true
+		if q.nadds.Load() == 0 {
+			break
 		}
 	}
 	w := q.getWaiter()
@@ -653,6 +743,7 @@ func (q *Queue[T]) removeWaiterLocked(w *waiter[T]) {
 			copy(q.waiters[i:], q.waiters[i+1:])
 			q.waiters[len(q.waiters)-1] = nil
 			q.waiters = q.waiters[:len(q.waiters)-1]
+			q.nwait.Add(-1)
 			return
 		}
 	}
@@ -663,12 +754,13 @@ func (q *Queue[T]) removeWaiterLocked(w *waiter[T]) {
 // handed out, or already Done) does nothing.
 func (q *Queue[T]) Done(item T) {
 	q.mu.Lock()
+	q.applyAddsLocked()
 	var now int64
 	if q.metrics != nil {
 		now = q.now()
 	}
 	ok, worked := q.c.done(item, now)
-	if ok && len(q.waiters) > 0 {
+	if ok {
 		q.dispatchLocked(now)
 	}
 	if q.shut {
@@ -685,6 +777,7 @@ func (q *Queue[T]) Done(item T) {
 func (q *Queue[T]) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.applyAddsLocked()
 	return q.c.ready
 }
 
@@ -715,6 +808,16 @@ func (q *Queue[T]) ShutDown() {
 	q.mu.Lock()
 	first := !q.shut
 	if first {
+		// Adds staged before this point are kept (they happened before the shut-down);
+		// later ones are refused.
+		q.amu.Lock()
+		q.ashut = true
+		q.amu.Unlock()
+		q.applyAddsLocked()
+		q.spareAdds = nil
+		q.amu.Lock()
+		q.adds = nil
+		q.amu.Unlock()
 		q.shut = true
 		q.shutFlag.Store(true)
 		q.c.dropDelayed()

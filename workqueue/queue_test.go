@@ -217,6 +217,86 @@ func TestGetBlocksUntilAdd(t *testing.T) {
 	})
 }
 
+// TestAddRacesGetGoingToSleep races Adds against a worker that finds the queue empty and
+// goes to sleep: each item is added while the worker is finishing the one before. Add only
+// stages an item when no Get is waiting, so the two must not miss each other: the worker
+// has to be handed every item (a lost wake-up shows as the worker's timeout).
+func TestAddRacesGetGoingToSleep(t *testing.T) {
+	q := New(Config[int]{})
+	got := make(chan int)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			item, err := q.Get(ctx)
+			cancel()
+			if errors.Is(err, ErrShutDown) {
+				return
+			}
+			if err != nil {
+				t.Errorf("Get: %v", err)
+				close(got)
+				return
+			}
+			got <- item
+			q.Done(item)
+		}
+	})
+	for i := range 50000 {
+		q.Add(i)
+		item, ok := <-got
+		if !ok {
+			break
+		}
+		if item != i {
+			t.Fatalf("round %d: Get = %d", i, item)
+		}
+	}
+	q.ShutDown()
+	wg.Wait()
+	checkInvariants(t, q)
+}
+
+// TestStagedAddsAreBounded: adds with no Get to take them are staged in a bounded buffer,
+// which the adders apply themselves when it fills; every add still counts.
+func TestStagedAddsAreBounded(t *testing.T) {
+	q := New(Config[int]{})
+	defer q.ShutDown()
+	var wg sync.WaitGroup
+	for p := range 4 {
+		wg.Go(func() {
+			for i := range 10 * stageMax {
+				q.Add(p*10*stageMax + i)
+			}
+		})
+	}
+	wg.Wait()
+	q.amu.Lock()
+	staged := len(q.adds)
+	q.amu.Unlock()
+	if staged >= stageMax {
+		t.Fatalf("%d adds staged, limit %d", staged, stageMax)
+	}
+	checkInvariants(t, q)
+	if n := q.Len(); n != 40*stageMax {
+		t.Fatalf("Len = %d, want %d", n, 40*stageMax)
+	}
+	last := [4]int{-1, -1, -1, -1}
+	for i := range 40 * stageMax { // each producer's adds come out in its order
+		item, err := q.Get(doneCtx)
+		if err != nil {
+			t.Fatalf("Get %d: %v", i, err)
+		}
+		if p := item / (10 * stageMax); item <= last[p] {
+			t.Fatalf("Get = %d after %d from the same producer", item, last[p])
+		} else {
+			last[p] = item
+		}
+		q.Done(item)
+	}
+	checkInvariants(t, q)
+}
+
 func TestGetHonoursContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := New(Config[string]{})
