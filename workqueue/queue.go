@@ -85,7 +85,7 @@ type AddOptions struct {
 // a lock of its own and returns; the next Get, Done or Len applies the buffered adds, in
 // order, before anything else (and an Add while a Get waits applies them itself), so an
 // Add takes effect when it is made as far as any caller can tell, and adders hardly
-// contend with workers. AddAfter and AddRateLimited also only append to a small staging buffer
+// contend with workers. AddAfter and AddRateLimited also only append to a staging buffer
 // under a lock of their own; staged items are moved into the queue in batches (by a Get
 // that finds nothing ready, by the timer's firing, or by the adder once several buffers
 // are full), so scheduling hardly contends with Get and Done. Deadlines up to about 33ms
@@ -336,9 +336,6 @@ func (q *Queue[T]) addNow(item T, tag uint32, prio int, key string, retried bool
 	var at int64
 	if q.metrics != nil {
 		at = q.now()
-		if retried {
-			q.metrics.Retried()
-		}
 	}
 	if q.metrics == nil && q.nwait.Load() == 0 {
 		q.amu.Lock()
@@ -367,8 +364,13 @@ func (q *Queue[T]) addNow(item T, tag uint32, prio int, key string, retried bool
 	added := q.c.add(item, tag, prio, key, at)
 	q.dispatchLocked(at)
 	q.mu.Unlock()
-	if added && q.metrics != nil {
-		q.metrics.Added()
+	if q.metrics != nil {
+		if retried {
+			q.metrics.Retried()
+		}
+		if added {
+			q.metrics.Added()
+		}
 	}
 }
 
