@@ -41,7 +41,9 @@ type Config[T comparable] struct {
 	AgingLimit int
 
 	// Metrics, if set, receives the queue's events; see Metrics. Nil costs nothing: no
-	// timestamps are taken.
+	// timestamps are taken. With Metrics, Add applies each add under the queue's lock
+	// instead of buffering it (see Queue), so that Added reports it when it is made; with
+	// many concurrent adders that costs throughput.
 	Metrics Metrics
 
 	// KeepFinished is how many finished items (Done, nothing pending) the queue keeps
