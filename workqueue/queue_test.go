@@ -451,6 +451,33 @@ func TestShutDownWithDrainGivesUpWithContext(t *testing.T) {
 	})
 }
 
+// TestShutDownKeepsBufferedAdds: adds made just before a shut-down, still in Add's buffer,
+// are work the drain waits for, and are handed out after it.
+func TestShutDownKeepsBufferedAdds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := New(Config[string]{})
+		q.Add("a")
+		q.Add("b")
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		err := q.ShutDownWithDrain(ctx)
+		if want := "2 items ready and 0 in flight"; err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("ShutDownWithDrain = %v, want an error saying %q", err, want)
+		}
+		q.Add("c") // after shut-down: refused
+		for _, want := range []string{"a", "b"} {
+			if item, err := q.Get(context.Background()); item != want || err != nil {
+				t.Fatalf("Get = %q, %v; want %q", item, err, want)
+			}
+			q.Done(want)
+		}
+		if item, err := q.Get(context.Background()); !errors.Is(err, ErrShutDown) {
+			t.Fatalf("Get = %q, %v; want ErrShutDown", item, err)
+		}
+		checkInvariants(t, q)
+	})
+}
+
 func TestNewStartsNoGoroutine(t *testing.T) {
 	existing := goleak.IgnoreCurrent()
 	q := New(Config[string]{FairnessKey: byPrefix})
