@@ -156,8 +156,8 @@ type Queue[T comparable] struct {
 	_ [cacheLine]byte
 
 	// amu guards adds, the immediate adds staged by Add and not yet applied to the core
-	// (oldest first, len(adds) < stageMax), and ashut, set at shut-down once they are.
-	// Lock order: mu, then amu. See Add.
+	// (oldest first; fewer than stageMax whenever no Add is running), and ashut, set by
+	// ShutDown, after which adds are refused. Lock order: mu, then amu. See addNow.
 	amu   sync.Mutex
 	adds  []staged[T]
 	ashut bool
