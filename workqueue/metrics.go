@@ -7,10 +7,13 @@ import "time"
 // names.
 //
 // The queue calls these methods without holding its lock, from the goroutine that caused the
-// event (Add, Get, Done, a delay timer), so calls for different items may arrive out of
-// order across goroutines; implementations must be safe for concurrent use and should only
-// do commutative updates (counters, Inc/Dec, observations). They must not call back into the
-// queue, except for the function handed to Attach.
+// event (Add, Get, Done, a delay timer), except Added: Add only buffers the item (see Queue),
+// and Added is reported by the goroutine that applies the buffer, usually the next Get or
+// Done, and at the latest by the function handed to Attach, before it returns. So calls
+// for different items may arrive out of order across goroutines; implementations must be
+// safe for concurrent use and should only do commutative updates (counters, Inc/Dec,
+// observations). They must not call back into the queue, except for the function handed to
+// Attach.
 type Metrics interface {
 	// Added reports that an item became pending: it was neither waiting nor already due to
 	// be re-queued. Adds of an item that is already pending are not reported. This is
@@ -27,6 +30,8 @@ type Metrics interface {
 	// Attach is called once by New with a function that reports, whenever it is called,
 	// the items currently handed out and not yet Done. It is safe to call from any
 	// goroutine at any time, including after shut-down, and takes the queue's lock briefly.
+	// It first applies the adds still buffered and reports them to Added, so a reader that
+	// calls it before reading its counters has seen every add made before the call.
 	Attach(inFlight func() InFlight)
 }
 

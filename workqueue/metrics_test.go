@@ -105,3 +105,35 @@ func TestMetricsHooks(t *testing.T) {
 		q.ShutDown()
 	})
 }
+
+// TestMetricsSeeBufferedAdds: adds still in Add's buffer are reported to Added at the
+// latest by the in-flight function, before it returns, so a scrape that calls it first
+// counts them; a duplicate among them is not an add.
+func TestMetricsSeeBufferedAdds(t *testing.T) {
+	m := &recMetrics{}
+	q := New(Config[string]{Metrics: m})
+	defer q.ShutDown()
+	for range 3 {
+		q.Add("a")
+		q.Add("b")
+		q.Add("a")
+		m.inFlight()
+		m.mu.Lock()
+		added := m.added
+		m.mu.Unlock()
+		if added != 2 {
+			t.Fatalf("Added reported %d times after the in-flight probe, want 2", added)
+		}
+		for range 2 {
+			item, err := q.Get(doneCtx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			q.Done(item)
+		}
+		m.mu.Lock()
+		m.added = 0
+		m.mu.Unlock()
+	}
+	checkInvariants(t, q)
+}

@@ -41,9 +41,7 @@ type Config[T comparable] struct {
 	AgingLimit int
 
 	// Metrics, if set, receives the queue's events; see Metrics. Nil costs nothing: no
-	// timestamps are taken. With Metrics, Add applies each add under the queue's lock
-	// instead of buffering it (see Queue), so that Added reports it when it is made; with
-	// many concurrent adders that costs throughput.
+	// timestamps are taken.
 	Metrics Metrics
 
 	// KeepFinished is how many finished items (Done, nothing pending) the queue keeps
@@ -83,8 +81,8 @@ type AddOptions struct {
 //
 // A Queue must be created with New; the zero Queue is not usable. All methods are safe for
 // concurrent use. Add, Get and Done cost O(1) hash-table operations plus O(L) for L distinct
-// priorities waiting. Without Config.Metrics, Add appends the item to a small buffer under
-// a lock of its own and returns; the next Get, Done or Len applies the buffered adds, in
+// priorities waiting. Add appends the item to a small buffer under a lock of its own and
+// returns; the next Get, Done or Len applies the buffered adds, in
 // order, before anything else (and an Add while a Get waits applies them itself), so an
 // Add takes effect when it is made as far as any caller can tell, and adders hardly
 // contend with workers. AddAfter and AddRateLimited also only append to a staging buffer
@@ -113,8 +111,10 @@ type Queue[T comparable] struct {
 	// nothing ready and nothing in flight. idleClosed records that.
 	idle       chan struct{}
 	idleClosed bool
-	// spareAdds is an emptied adds buffer kept for reuse.
+	// spareAdds is an emptied adds buffer kept for reuse. applied counts the adds applied
+	// (with metrics) that made items pending, for unlock to report.
 	spareAdds []staged[T]
+	applied   int
 
 	_ [cacheLine]byte
 
@@ -326,59 +326,57 @@ func (q *Queue[T]) NumRequeues(item T) int { return q.limiter.NumRequeues(item) 
 
 // addNow adds item at once; tag is tagOf(item), computed outside the lock.
 //
-// Without metrics, the add is staged: appended to q.adds under amu, a lock held for a few
-// nanoseconds, instead of applied to the core under mu, which Get and Done hold for
-// longer. Whoever takes mu next applies the staged adds first, in order, before anything
-// else (see applyAddsLocked), so an add takes effect at the moment it is staged, as far as
-// anyone can observe. The adder applies them itself when the buffer is full, and when a
-// Get waits (a waiting Get must be handed the item now); in that case it skips the
-// staging. With metrics, adds are applied at once, so that Metrics.Added (and the depth
-// gauge it drives) counts an add when it happens rather than when it is applied.
+// The add is staged: appended to q.adds under amu, a lock held for a few nanoseconds,
+// instead of applied to the core under mu, which Get and Done hold for longer. Whoever
+// takes mu next applies the staged adds first, in order, before anything else (see
+// applyAddsLocked), so an add takes effect at the moment it is staged, as far as anyone
+// can observe. The adder applies them itself when the buffer is full, and when a Get waits
+// (a waiting Get must be handed the item now); in that case it skips the staging.
 func (q *Queue[T]) addNow(item T, tag uint32, prio int, key string, retried bool) {
 	var at int64
 	if q.metrics != nil {
 		at = q.now()
 	}
-	if q.metrics == nil && q.nwait.Load() == 0 {
+	if q.nwait.Load() == 0 {
 		q.amu.Lock()
 		if q.ashut {
 			q.amu.Unlock()
 			return
 		}
-		q.adds = append(q.adds, staged[T]{item: item, prio: prio, key: key, tag: tag})
+		q.adds = append(q.adds, staged[T]{item: item, at: at, prio: prio, key: key, tag: tag})
 		n := len(q.adds)
 		q.nadds.Store(int32(n))
 		q.amu.Unlock()
+		if q.metrics != nil && retried {
+			q.metrics.Retried()
+		}
 		if n < stageMax && q.nwait.Load() == 0 {
 			return
 		}
 		q.mu.Lock()
 		q.applyAddsLocked()
-		q.mu.Unlock()
+		q.unlock()
 		return
 	}
 	q.mu.Lock()
 	if q.shut {
-		q.mu.Unlock()
+		q.unlock()
 		return
 	}
 	q.applyAddsLocked()
-	added := q.c.add(item, tag, prio, key, at)
+	if q.c.add(item, tag, prio, key, at) && q.metrics != nil {
+		q.applied++
+	}
 	q.dispatchLocked(at)
-	q.mu.Unlock()
-	if q.metrics != nil {
-		if retried {
-			q.metrics.Retried()
-		}
-		if added {
-			q.metrics.Added()
-		}
+	q.unlock()
+	if q.metrics != nil && retried {
+		q.metrics.Retried()
 	}
 }
 
 // applyAddsLocked applies the staged adds to the core, in the order they were staged, and
-// hands items to waiting Gets. Every holder of mu calls it before looking at the core.
-// Requires mu held.
+// hands items to waiting Gets. Every holder of mu calls it before looking at the core, and
+// releases mu with unlock, which reports the adds to Metrics. Requires mu held.
 func (q *Queue[T]) applyAddsLocked() {
 	if q.nadds.Load() == 0 {
 		return
@@ -390,11 +388,30 @@ func (q *Queue[T]) applyAddsLocked() {
 	q.amu.Unlock()
 	q.c.touch(buf)
 	for i := range buf {
-		q.c.add(buf[i].item, buf[i].tag, buf[i].prio, buf[i].key, 0)
+		if q.c.add(buf[i].item, buf[i].tag, buf[i].prio, buf[i].key, buf[i].at) && q.metrics != nil {
+			q.applied++
+		}
 	}
 	clear(buf)
 	q.spareAdds = buf[:0]
-	q.dispatchLocked(0) // no timestamps: staging is only used without metrics
+	if len(q.waiters) > 0 {
+		var now int64
+		if q.metrics != nil {
+			now = q.now()
+		}
+		q.dispatchLocked(now)
+	}
+}
+
+// unlock releases mu and then reports to Metrics.Added the adds that applyAddsLocked made
+// pending while mu was held.
+func (q *Queue[T]) unlock() {
+	n := q.applied
+	q.applied = 0
+	q.mu.Unlock()
+	for range n {
+		q.metrics.Added()
+	}
 }
 
 // addDelayed adds item after d from now, the current time on the queue's clock; tag is
@@ -524,7 +541,7 @@ func (q *Queue[T]) drain() {
 		q.applyAddsLocked()
 		q.applyLocked(bufs)
 	}
-	q.mu.Unlock()
+	q.unlock()
 	q.recycle(bufs)
 }
 
@@ -557,7 +574,7 @@ func (q *Queue[T]) pump(rearm bool) {
 	for {
 		q.mu.Lock()
 		if q.shut {
-			q.mu.Unlock()
+			q.unlock()
 			return
 		}
 		q.applyAddsLocked()
@@ -586,7 +603,7 @@ func (q *Queue[T]) pump(rearm bool) {
 			}
 			q.smu.Unlock()
 		}
-		q.mu.Unlock()
+		q.unlock()
 		if q.metrics != nil {
 			for range added {
 				q.metrics.Added()
@@ -657,7 +674,7 @@ func (q *Queue[T]) Get(ctx context.Context) (T, error) {
 		if q.c.ready == 0 && !q.shut && q.delays.Load() && (q.nfull.Load() > 0 || q.dueLocked()) {
 			// Rather than block, take in the staging buffers that adders filled, and add the
 			// due items now instead of when the timer fires.
-			q.mu.Unlock()
+			q.unlock()
 			q.pump(false)
 			q.mu.Lock()
 		}
@@ -674,7 +691,7 @@ func (q *Queue[T]) Get(ctx context.Context) (T, error) {
 			if registered {
 				q.nwait.Add(-1)
 			}
-			q.mu.Unlock()
+			q.unlock()
 			if q.metrics != nil {
 				q.metrics.Started(time.Duration(waited))
 			}
@@ -690,7 +707,7 @@ func (q *Queue[T]) Get(ctx context.Context) (T, error) {
 			if registered {
 				q.nwait.Add(-1)
 			}
-			q.mu.Unlock()
+			q.unlock()
 			return zero, err
 		}
 		if registered {
@@ -706,7 +723,7 @@ func (q *Queue[T]) Get(ctx context.Context) (T, error) {
 	}
 	w := q.getWaiter()
 	q.waiters = append(q.waiters, w)
-	q.mu.Unlock()
+	q.unlock()
 
 	select {
 	case <-w.ch:
@@ -714,11 +731,11 @@ func (q *Queue[T]) Get(ctx context.Context) (T, error) {
 		q.mu.Lock()
 		if w.res == resWaiting {
 			q.removeWaiterLocked(w)
-			q.mu.Unlock()
+			q.unlock()
 			q.pool.Put(w)
 			return zero, ctx.Err()
 		}
-		q.mu.Unlock()
+		q.unlock()
 		<-w.ch // it was woken concurrently: take what it was given
 	}
 	res, item, waited := w.res, w.item, w.waited
@@ -770,7 +787,7 @@ func (q *Queue[T]) Done(item T) {
 	if q.shut {
 		q.finishLocked()
 	}
-	q.mu.Unlock()
+	q.unlock()
 	if ok && q.metrics != nil {
 		q.metrics.Finished(time.Duration(worked))
 	}
@@ -780,7 +797,7 @@ func (q *Queue[T]) Done(item T) {
 // scheduled for later). It is a snapshot for information only.
 func (q *Queue[T]) Len() int {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	q.applyAddsLocked()
 	return q.c.ready
 }
@@ -828,7 +845,7 @@ func (q *Queue[T]) ShutDown() {
 		q.c.dropCache()
 	}
 	q.finishLocked()
-	q.mu.Unlock()
+	q.unlock()
 	q.timerWG.Wait()
 	if first {
 		if rs, ok := q.limiter.(interface{ Reset() }); ok {
@@ -846,21 +863,21 @@ func (q *Queue[T]) ShutDownWithDrain(ctx context.Context) error {
 	q.ShutDown()
 	q.mu.Lock()
 	if q.c.ready == 0 && q.c.inflight == 0 {
-		q.mu.Unlock()
+		q.unlock()
 		return nil
 	}
 	if q.idle == nil {
 		q.idle = make(chan struct{})
 	}
 	idle := q.idle
-	q.mu.Unlock()
+	q.unlock()
 	select {
 	case <-idle:
 		return nil
 	case <-ctx.Done():
 		q.mu.Lock()
 		ready, inflight := q.c.ready, q.c.inflight
-		q.mu.Unlock()
+		q.unlock()
 		if ready == 0 && inflight == 0 {
 			return nil
 		}
@@ -871,7 +888,8 @@ func (q *Queue[T]) ShutDownWithDrain(ctx context.Context) error {
 // inFlight is handed to Metrics.Attach.
 func (q *Queue[T]) inFlight() InFlight {
 	q.mu.Lock()
+	q.applyAddsLocked() // so that Metrics has seen every add when it reads this
 	n, total, longest := q.c.inFlight(q.now())
-	q.mu.Unlock()
+	q.unlock()
 	return InFlight{Items: n, Total: time.Duration(total), Longest: time.Duration(longest)}
 }

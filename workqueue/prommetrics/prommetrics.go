@@ -36,16 +36,25 @@ var Buckets = prometheus.ExponentialBuckets(10e-9, 10, 10)
 //
 // One Metrics may serve several queues; its series then add them up (the in-flight gauges
 // sum the unfinished work and take the longest processor over all of them).
+//
+// Metrics is also the prometheus.Collector of the seven series, which New registers. A
+// scrape first asks every queue for its work in flight; a queue then also applies the adds
+// still in its Add buffer and reports them (see workqueue.Queue), so the scrape counts
+// every add made before it.
 type Metrics struct {
-	depthG          prometheus.Gauge
-	addsC, retriesC prometheus.Counter
-	latency, work   prometheus.Histogram
+	depthG                prometheus.Gauge
+	addsC, retriesC       prometheus.Counter
+	latency, work         prometheus.Histogram
+	unfinishedD, longestD *prometheus.Desc
 
 	mu     sync.Mutex
 	probes []func() workqueue.InFlight
 }
 
-var _ workqueue.Metrics = (*Metrics)(nil)
+var (
+	_ workqueue.Metrics    = (*Metrics)(nil)
+	_ prometheus.Collector = (*Metrics)(nil)
+)
 
 // New creates the seven workqueue metrics for the queue called name and registers them on
 // reg. It fails if name is empty or if reg refuses a metric (for example because a queue
@@ -75,31 +84,44 @@ func New(reg prometheus.Registerer, name string) (*Metrics, error) {
 		Subsystem: "workqueue", Name: "work_duration_seconds", ConstLabels: labels, Buckets: Buckets,
 		Help: "Seconds a worker spent on an item taken from the workqueue.",
 	})
-	unfinished := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Subsystem: "workqueue", Name: "unfinished_work_seconds", ConstLabels: labels,
-		Help: "Seconds of work in progress not yet reported in work_duration_seconds: the summed " +
-			"age of items being processed. Steady growth means stuck workers; its rate of " +
-			"increase is the number of them.",
-	}, func() float64 { total, _ := m.inFlight(); return total.Seconds() })
-	longest := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Subsystem: "workqueue", Name: "longest_running_processor_seconds", ConstLabels: labels,
-		Help: "Seconds the longest-running worker of the workqueue has spent on its current item.",
-	}, func() float64 { _, l := m.inFlight(); return l.Seconds() })
+	m.unfinishedD = prometheus.NewDesc("workqueue_unfinished_work_seconds",
+		"Seconds of work in progress not yet reported in work_duration_seconds: the summed "+
+			"age of items being processed. Steady growth means stuck workers; its rate of "+
+			"increase is the number of them.", nil, labels)
+	m.longestD = prometheus.NewDesc("workqueue_longest_running_processor_seconds",
+		"Seconds the longest-running worker of the workqueue has spent on its current item.", nil, labels)
 	m.retriesC = prometheus.NewCounter(prometheus.CounterOpts{
 		Subsystem: "workqueue", Name: "retries_total", ConstLabels: labels,
 		Help: "Number of delayed or rate-limited adds the workqueue took in.",
 	})
-
-	all := []prometheus.Collector{m.depthG, m.addsC, m.latency, m.work, unfinished, longest, m.retriesC}
-	for i, c := range all {
-		if err := reg.Register(c); err != nil {
-			for _, done := range all[:i] {
-				reg.Unregister(done)
-			}
-			return nil, fmt.Errorf("prommetrics: register metrics of queue %q: %w", name, err)
-		}
+	if err := reg.Register(m); err != nil {
+		return nil, fmt.Errorf("prommetrics: register metrics of queue %q: %w", name, err)
 	}
 	return m, nil
+}
+
+// Describe implements prometheus.Collector.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range m.collectors() {
+		c.Describe(ch)
+	}
+	ch <- m.unfinishedD
+	ch <- m.longestD
+}
+
+// Collect implements prometheus.Collector. It asks the queues for their work in flight
+// before reading the other series, so that the adds the queues apply then are counted.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	total, longest := m.inFlight()
+	for _, c := range m.collectors() {
+		c.Collect(ch)
+	}
+	ch <- prometheus.MustNewConstMetric(m.unfinishedD, prometheus.GaugeValue, total.Seconds())
+	ch <- prometheus.MustNewConstMetric(m.longestD, prometheus.GaugeValue, longest.Seconds())
+}
+
+func (m *Metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.depthG, m.addsC, m.latency, m.work, m.retriesC}
 }
 
 // Added implements workqueue.Metrics.
