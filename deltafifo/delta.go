@@ -75,6 +75,11 @@ type Batch[T any] struct {
 	ResourceVersion string
 	// InitialList is true for the batch of the first relist (before HasSynced).
 	InitialList bool
+	// Resync is true when the batch is the result of one Resync call. Its Deltas are
+	// Sync deltas only, and there may be none at all: every known key had a newer
+	// delta queued, or nothing was known, when the request was popped. Tell a resync
+	// batch by this flag, never by its first delta.
+	Resync bool
 }
 
 var (

@@ -481,7 +481,7 @@ func (f *FIFO[T]) materialize(u unit[T], skip map[string]struct{}) Batch[T] {
 				deltas = append(deltas, Delta[T]{Type: Sync, Key: k, Object: obj})
 			}
 		}
-		return Batch[T]{Deltas: deltas}
+		return Batch[T]{Deltas: deltas, Resync: true}
 	default:
 		f.keyRun(u.deltas)
 		return Batch[T]{Deltas: u.deltas}

@@ -283,13 +283,13 @@ func TestResync(t *testing.T) {
 	must(t, f.Resync())
 	must(t, f.Resync()) // merged with the pending one
 	must(t, f.Update(o("b", 2)))
-	_, got := pop(t, f, s)
+	b, got := pop(t, f, s)
 	sort.Strings(got)
-	if want := []string{"Sync a1", "Sync c1"}; !slices.Equal(got, want) {
-		t.Fatalf("resync = %v, want %v (b has a newer delta queued)", got, want)
+	if want := []string{"Sync a1", "Sync c1"}; !slices.Equal(got, want) || !b.Resync {
+		t.Fatalf("resync = %v (Resync %v), want %v (b has a newer delta queued)", got, b.Resync, want)
 	}
-	if _, got := pop(t, f, s); !slices.Equal(got, []string{"Updated b2"}) {
-		t.Fatalf("then %v", got)
+	if b, got := pop(t, f, s); !slices.Equal(got, []string{"Updated b2"}) || b.Resync {
+		t.Fatalf("then %v (Resync %v)", got, b.Resync)
 	}
 	if f.Len() != 0 {
 		t.Fatal("the second Resync was not merged")
@@ -299,8 +299,8 @@ func TestResync(t *testing.T) {
 	empty := newFIFO(newStore())
 	must(t, empty.Resync())
 	must(t, empty.Add(o("x", 1)))
-	if b, got := pop(t, empty, nil); len(got) != 0 || b.Relist {
-		t.Fatalf("empty resync delivered %v", got)
+	if b, got := pop(t, empty, nil); len(got) != 0 || b.Relist || !b.Resync {
+		t.Fatalf("empty resync delivered %v (Relist %v, Resync %v); want no delta, marked Resync", got, b.Relist, b.Resync)
 	}
 	if _, got := pop(t, empty, nil); !slices.Equal(got, []string{"Added x1"}) {
 		t.Fatalf("after an empty resync: %v", got)

@@ -425,8 +425,10 @@ func (inf *Informer[T]) process(b deltafifo.Batch[T]) error {
 	switch {
 	case b.Relist:
 		d = inf.applyRelist(b)
-	case b.Deltas[0].Type == deltafifo.Sync:
-		// A resync batch holds Sync deltas only; the cache has these objects already.
+	case b.Resync:
+		// A resync batch holds Sync deltas only, possibly none (every key had a newer
+		// change queued, or the cache emptied meanwhile); the cache has these objects
+		// already. Even an empty one is dispatched: it clears the handlers' resyncDue.
 		d = dispatch[T]{resync: true, list: make([]T, len(b.Deltas)), keys: make([]string, len(b.Deltas))}
 		for i := range b.Deltas {
 			d.list[i], d.keys[i] = b.Deltas[i].Object, b.Deltas[i].Key
@@ -444,6 +446,9 @@ func (inf *Informer[T]) process(b deltafifo.Batch[T]) error {
 // of a cached key is an update, of another key an add, and a deletion of a key the
 // cache does not hold is nobody's business.
 func (inf *Informer[T]) applyEvents(b deltafifo.Batch[T]) dispatch[T] {
+	if len(b.Deltas) == 0 {
+		return dispatch[T]{} // the FIFO never hands out an empty run; nothing to apply
+	}
 	notes := inf.notes[:0]
 	for i := range b.Deltas {
 		d := &b.Deltas[i]
