@@ -43,10 +43,12 @@ func (t DeltaType) String() string {
 // Delta is one change to one object.
 type Delta[T any] struct {
 	Type DeltaType
-	// FinalStateUnknown is set only on Deleted deltas that a relist synthesized: the
-	// object is gone from the server but its deletion was never seen (it happened while
-	// the watch was down), so Object is the last state the store knew, which may be
-	// stale. An informer hands it to OnDelete as a tombstone.
+	// FinalStateUnknown is set only on Deleted deltas that a relist synthesized and
+	// on those queued by DeleteKey. In a relist, the object is gone from the server
+	// but its deletion was never seen (it happened while the watch was down), so
+	// Object is the last state the store knew, which may be stale. From DeleteKey,
+	// Object is the zero value: the last state is the consumer's to find in its
+	// store. An informer hands either to OnDelete as a tombstone.
 	FinalStateUnknown bool
 	// Key is the object's key (Config.KeyFunc), computed when the delta was queued;
 	// with the default key function, when it is popped (the same key, computed by the
@@ -64,7 +66,8 @@ type Batch[T any] struct {
 	// FinalStateUnknown for every known key missing from the list, then one Replaced
 	// delta per listed object, in list order. For a resync: one Sync delta per known
 	// object without a newer delta queued. Otherwise Added, Updated and Deleted deltas
-	// for any keys, in arrival order (a key may appear several times).
+	// for any keys, in arrival order (a key may appear several times); a Deleted delta
+	// with FinalStateUnknown there comes from DeleteKey and has the zero Object.
 	//
 	// The slice is only valid until the function returns: the FIFO reuses it.
 	Deltas []Delta[T]

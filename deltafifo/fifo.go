@@ -179,6 +179,20 @@ func (f *FIFO[T]) Update(obj T) error { return f.enqueue(Updated, obj) }
 // Delete queues a Deleted delta carrying obj, the object's last state.
 func (f *FIFO[T]) Delete(obj T) error { return f.enqueue(Deleted, obj) }
 
+// DeleteKey queues a Deleted delta for key with FinalStateUnknown set and the zero
+// Object: the object is gone, or its current state cannot be had (a reflector
+// refused it), and its last state is not at hand. The consumer finds that state in
+// its own store, which by then holds every delta queued before this one (an
+// earlier delta of the same batch included); a key the store does not hold has
+// nothing to delete. It is the only way a FinalStateUnknown delta enters a batch
+// that is not a relist. It returns ErrEmptyKey for "", ErrClosed once closed.
+func (f *FIFO[T]) DeleteKey(key string) error {
+	if key == "" {
+		return ErrEmptyKey
+	}
+	return f.push(Delta[T]{Type: Deleted, FinalStateUnknown: true, Key: key})
+}
+
 func (f *FIFO[T]) keyOf(obj T) (string, error) {
 	if f.isNil(obj) {
 		return "", ErrNilObject
@@ -210,6 +224,11 @@ func (f *FIFO[T]) enqueue(t DeltaType, obj T) error {
 			return err
 		}
 	}
+	return f.push(Delta[T]{Type: t, Key: key, Object: obj})
+}
+
+// push queues an ordinary delta, checked.
+func (f *FIFO[T]) push(d Delta[T]) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
@@ -231,7 +250,7 @@ func (f *FIFO[T]) enqueue(t DeltaType, obj T) error {
 		n++
 	}
 	u := &f.units[n-1]
-	u.deltas = append(u.deltas, Delta[T]{Type: t, Key: key, Object: obj})
+	u.deltas = append(u.deltas, d)
 	f.queued++
 	f.wakeLocked()
 	return nil

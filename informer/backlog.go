@@ -13,6 +13,19 @@ const (
 	opMarker               // no call: the handler's initial list is delivered
 )
 
+// call is the name of the Handler method op is delivered by.
+func (o op) call() string {
+	switch o {
+	case opAdd:
+		return "OnAdd"
+	case opUpdate, opSync:
+		return "OnUpdate"
+	case opDelete:
+		return "OnDelete"
+	}
+	return "none"
+}
+
 // note is one change of the cache as one handler is told about it, and the call it
 // becomes.
 type note[T any] struct {

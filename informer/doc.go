@@ -45,6 +45,14 @@
 //   - LastAppliedResourceVersion tells how far the cache is in step with the server
 //     (lists, events and bookmarks), and WaitForResourceVersion lets a caller wait
 //     until its own write is visible in the cache.
+//   - User code cannot stop the informer. A handler that panics is recovered, the
+//     panic reported (OnError, Logger) and counted (HandlerStats.Panicked), and the
+//     handler goes on with its next change; the change it panicked on is not
+//     delivered again (a later change of the key or a resync brings the key back).
+//     An index function that fails or panics leaves the object out of that index.
+//     An object the Transform refuses or that cannot be decoded is left out of the
+//     cache, reported and counted, while the rest of the collection stays live
+//     (see Config.Transform).
 //   - New starts no goroutine. Run starts the reflector, the resync timer and the
 //     handlers' goroutines, and returns only after all of them have ended. No user
 //     code (handlers, transform, index functions, OnError) is called with a lock of

@@ -1,6 +1,9 @@
 package informer
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors, matched with errors.Is. Errors that carry values wrap them.
 var (
@@ -23,3 +26,24 @@ var (
 	// integer, the only form that can be compared.
 	ErrInvalidResourceVersion = errors.New("informer: resourceVersion is not comparable")
 )
+
+// PanicError is a panic recovered from a handler (or an index function), turned
+// into an error and reported to Config.OnError and the Logger. The informer and
+// the other handlers are not affected.
+type PanicError struct {
+	// Informer is the informer's name.
+	Informer string
+	// Key is the key of the object being handled or indexed.
+	Key string
+	// Call is the method that panicked: "OnAdd", "OnUpdate", "OnDelete", or
+	// "index <name>" for an index function.
+	Call string
+	// Value is what was passed to panic.
+	Value any
+	// Stack is the panicking goroutine's stack.
+	Stack []byte
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("informer: %s: %s of %s panicked: %v", e.Informer, e.Call, e.Key, e.Value)
+}

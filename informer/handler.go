@@ -2,6 +2,7 @@ package informer
 
 import (
 	"context"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -88,6 +89,11 @@ type HandlerOptions struct {
 type HandlerStats struct {
 	// Delivered counts the calls the handler returned from.
 	Delivered uint64
+	// Panicked counts the calls in which the handler panicked. Each panic is
+	// recovered and reported to Config.OnError and the Logger as a *PanicError;
+	// the handler is not called again for that change, and goes on with the next
+	// one (a later change of the key, or a resync, brings the key again).
+	Panicked uint64
 	// Coalesced counts the changes that were not delivered as calls of their own
 	// because they were merged with later changes of the same key while the handler
 	// lagged more than its BufferLimit behind.
@@ -124,6 +130,7 @@ type Registration[T reflector.Object] struct {
 
 	halted    atomic.Bool // stopped, readable without mu
 	delivered atomic.Uint64
+	panics    atomic.Uint64
 	synced    atomic.Bool
 	syncedCh  chan struct{} // closed when synced turns true
 	doneCh    chan struct{} // closed when stopped turns true
@@ -179,6 +186,7 @@ func (r *Registration[T]) Stats() HandlerStats {
 	}
 	r.mu.Unlock()
 	s.Delivered = r.delivered.Load()
+	s.Panicked = r.panics.Load()
 	return s
 }
 
@@ -257,8 +265,15 @@ func (r *Registration[T]) run() {
 	}
 }
 
-// call makes one call to the handler, with no lock held.
+// call makes one call to the handler, with no lock held. A panic of the handler
+// is recovered, counted and reported (see PanicError); the handler goes on with
+// its next change.
 func (r *Registration[T]) call(n *note[T]) {
+	defer func() {
+		if v := recover(); v != nil {
+			r.panicked(n, v)
+		}
+	}()
 	switch n.op {
 	case opAdd:
 		r.handler.OnAdd(n.obj, n.flag)
@@ -275,4 +290,14 @@ func (r *Registration[T]) call(n *note[T]) {
 		return
 	}
 	r.delivered.Add(1)
+}
+
+// panicked records a panic of the handler during n's call.
+func (r *Registration[T]) panicked(n *note[T], v any) {
+	r.panics.Add(1)
+	key := n.key
+	if key == "" {
+		key = keyOf(n.obj)
+	}
+	r.inf.report(&PanicError{Informer: r.inf.name, Key: key, Call: n.op.call(), Value: v, Stack: debug.Stack()})
 }

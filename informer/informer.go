@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -34,13 +35,22 @@ type Config[T reflector.Object] struct {
 
 	// Indexers are indexes maintained besides the namespace index, which is always
 	// there under indexer.NamespaceIndexName (an entry of that name replaces it).
-	// A nil function makes New panic. An index function that fails on an object does
-	// not stop the informer: the object is stored without values in that index and
-	// the error, an *indexer.IndexError, goes to OnError and the Logger.
+	// A nil function makes New panic. An index function that fails or panics on an
+	// object does not stop the informer: the object is stored without values in that
+	// index and the error, an *indexer.IndexError (wrapping a *PanicError for a
+	// panic), goes to OnError and the Logger.
 	Indexers indexer.Indexers[T]
 
 	// Transform, if set, is applied to every object before it is stored (see
 	// reflector.Config.Transform); reflector.StripManagedFields is a ready one.
+	//
+	// An object it refuses (an error, nil, or a panic), like an object that cannot
+	// be decoded, is treated as absent: it is not cached, a cached version of it is
+	// dropped and the handlers that knew it get OnDelete with FinalStateUnknown and
+	// the last cached state, it is reported to OnError as a *reflector.RefusedError
+	// and counted in Health().Stats.Refused, and the rest of the collection stays
+	// live: the informer syncs without it and keeps watching past it. A later version
+	// of the object that can be stored comes back as an add.
 	Transform func(obj T) (T, error)
 
 	// ResyncPeriod is the default of HandlerOptions.ResyncPeriod: how often handlers
@@ -66,9 +76,10 @@ type Config[T reflector.Object] struct {
 	Logger logr.Logger
 
 	// OnError, if set, is called with every error the reflector backs off after
-	// (including *reflector.AccessError) and every index function error. It is called
-	// from the informer's goroutines, possibly concurrently, with no lock held, and
-	// must return quickly.
+	// (including *reflector.AccessError), every refused object
+	// (*reflector.RefusedError), every index function error and every panic of a
+	// handler (*PanicError). It is called from the informer's goroutines, possibly
+	// concurrently, with no lock held, and must return quickly.
 	OnError func(error)
 }
 
@@ -240,11 +251,21 @@ func (inf *Informer[T]) AddIndexes(indexers indexer.Indexers[T]) error {
 	return inf.idx.AddIndexes(wrapped)
 }
 
-// lenient wraps an index function so that its failure is reported instead of failing
-// the write: nobody could act on a write error inside the pop loop.
+// lenient wraps an index function so that its failure, or its panic, is reported
+// instead of failing the write: nobody could act on a write error inside the pop
+// loop.
 func (inf *Informer[T]) lenient(name string, fn indexer.IndexFunc[T]) indexer.IndexFunc[T] {
-	return func(obj T) ([]string, error) {
-		vals, err := fn(obj)
+	return func(obj T) (vals []string, err error) {
+		defer func() {
+			if v := recover(); v != nil {
+				key := keyOf(obj)
+				inf.report(&indexer.IndexError{Index: name, Key: key, Err: &PanicError{
+					Informer: inf.name, Key: key, Call: "index " + name, Value: v, Stack: debug.Stack(),
+				}})
+				vals, err = nil, nil
+			}
+		}()
+		vals, err = fn(obj)
 		if err != nil {
 			inf.report(&indexer.IndexError{Index: name, Key: keyOf(obj), Err: err})
 			return nil, nil
@@ -450,17 +471,24 @@ func (inf *Informer[T]) applyEvents(b deltafifo.Batch[T]) dispatch[T] {
 		return dispatch[T]{} // the FIFO never hands out an empty run; nothing to apply
 	}
 	notes := inf.notes[:0]
+	rv := ""
 	for i := range b.Deltas {
 		d := &b.Deltas[i]
 		if d.Type == deltafifo.Deleted {
-			if _, had := inf.idx.Get(d.Key); !had {
+			cached, had := inf.idx.Get(d.Key)
+			if !had {
 				continue
+			}
+			obj := d.Object
+			if d.FinalStateUnknown {
+				// A refused object (see feed.Refuse): its last state is the cached one.
+				obj = cached
 			}
 			if err := inf.idx.DeleteKey(d.Key); err != nil {
 				inf.report(fmt.Errorf("informer: %s: deleting %s: %w", inf.name, d.Key, err))
 				continue
 			}
-			notes = append(notes, note[T]{op: opDelete, key: d.Key, obj: d.Object, flag: d.FinalStateUnknown})
+			notes = append(notes, note[T]{op: opDelete, key: d.Key, obj: obj, flag: d.FinalStateUnknown})
 			continue
 		}
 		old, had, err := inf.idx.Swap(d.Object)
@@ -475,7 +503,15 @@ func (inf *Informer[T]) applyEvents(b deltafifo.Batch[T]) dispatch[T] {
 		}
 	}
 	inf.notes = notes
-	inf.applied(int64(len(b.Deltas)), b.Deltas[len(b.Deltas)-1].Object.GetResourceVersion())
+	// The resourceVersion reached is the last event's. A refusal carries none: its
+	// resourceVersion comes as the bookmark queued right after it (see feed.Refuse).
+	for i := len(b.Deltas) - 1; i >= 0; i-- {
+		if d := &b.Deltas[i]; !d.FinalStateUnknown {
+			rv = d.Object.GetResourceVersion()
+			break
+		}
+	}
+	inf.applied(int64(len(b.Deltas)), rv)
 	return dispatch[T]{notes: notes}
 }
 
@@ -756,6 +792,20 @@ func (f feed[T]) Replace(objs []T, rv string) error {
 	return f.inf.count(f.inf.fifo.Replace(objs, rv))
 }
 func (f feed[T]) Bookmark(rv string) error { f.inf.bookmark(rv); return nil }
+
+// Refuse drops a refused object (see reflector.Refuser): a deletion of its key,
+// whose handlers get the last cached state as a tombstone, then a bookmark at the
+// refused event's resourceVersion, which the cache has reached once that deletion
+// is applied.
+func (f feed[T]) Refuse(key, rv string) error {
+	if err := f.inf.count(f.inf.fifo.DeleteKey(key)); err != nil {
+		return err
+	}
+	if rv != "" {
+		f.inf.bookmark(rv)
+	}
+	return nil
+}
 
 // Reuse hands the reflector the cached instance of a listed object that the cache
 // holds at the same resourceVersion, so that a relist does not hold a second copy of

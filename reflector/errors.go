@@ -119,3 +119,40 @@ func isTooLargeResourceVersion(err error) bool {
 	}
 	return false
 }
+
+// RefusedError reports an object the reflector could not store: Config.Transform
+// failed on it, returned nil or panicked, or the ListerWatcher could not decode it
+// but could read its key (FromREST does). The reflector treats the object as
+// absent: it leaves it out of lists, drops the store's copy of its key on a watch
+// event (see Refuser), moves on to the next event, and reports the error to
+// Config.OnError; Health().Stats.Refused counts them. The object comes back as soon
+// as the server sends a version of it that can be stored. A refusal is not a
+// failure: the reflector does not back off for it.
+type RefusedError struct {
+	// Name is the reflector's Config.Name.
+	Name string
+	// Key is the object's "namespace/name", or "name" for a cluster-scoped one.
+	Key string
+	// ResourceVersion is the resourceVersion the server sent with the object.
+	ResourceVersion string
+	// Err says why: the Transform's error, a *PanicError, or the decoding error.
+	Err error
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("reflector: %s: object %s (resourceVersion %s) refused: %v", e.Name, e.Key, e.ResourceVersion, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *RefusedError) Unwrap() error { return e.Err }
+
+// PanicError is a panic recovered from user code the reflector calls
+// (Config.Transform), turned into an error.
+type PanicError struct {
+	// Value is what was passed to panic.
+	Value any
+	// Stack is the panicking goroutine's stack.
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }

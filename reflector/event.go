@@ -1,9 +1,13 @@
 package reflector
 
 import (
+	"errors"
 	"fmt"
+	"runtime/debug"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 )
 
@@ -49,6 +53,9 @@ const (
 	kindModified
 	kindDeleted
 	kindBookmark
+	// kindRefused: an event whose object was refused (see RefusedError). Only
+	// its resourceVersion, rv, is kept: how far the watch has got.
+	kindRefused
 )
 
 // watchEvent is a decoded watch event as a plain value: the same content as an
@@ -103,18 +110,53 @@ func decodeEvent[T Object](e watch.Event, transform func(T) (T, error)) (watchEv
 	}
 	obj, ok := e.Object.(T)
 	if !ok || isNil(obj) {
-		return watchEvent[T]{}, fmt.Errorf("%s event carries %T, want %T", e.Type, e.Object, obj)
+		return watchEvent[T]{}, wrongObject[T](e)
 	}
 	if transform == nil {
 		return watchEvent[T]{kind: kind, obj: obj, lazyRV: true}, nil
 	}
 	rv := obj.GetResourceVersion()
-	obj, err := applyTransform(obj, transform)
+	out, err := applyTransform(obj, transform)
 	if err != nil {
-		return watchEvent[T]{}, err
+		return watchEvent[T]{}, &RefusedError{Key: objectKey(obj), ResourceVersion: rv, Err: err}
 	}
-	return watchEvent[T]{kind: kind, obj: obj, rv: rv}, nil
+	return watchEvent[T]{kind: kind, obj: out, rv: rv}, nil
 }
+
+// wrongObject is the error for an Added, Modified or Deleted event whose object is
+// not a T: a *RefusedError when the object's key can be read (the ListerWatcher
+// could not decode it, or it is of another type), so that only that object is
+// refused; a plain error otherwise, which nothing can attribute to one object.
+func wrongObject[T Object](e watch.Event) error {
+	var want T
+	if u, ok := e.Object.(*undecodable); ok && u != nil {
+		return &RefusedError{Key: u.key(), ResourceVersion: u.rv, Err: u.err}
+	}
+	err := fmt.Errorf("%s event carries %T, want %T", e.Type, e.Object, want)
+	if m, ok := e.Object.(metav1.Object); ok && !isNil(m) && m.GetName() != "" {
+		return &RefusedError{Key: objectKey(m), ResourceVersion: m.GetResourceVersion(), Err: err}
+	}
+	return err
+}
+
+// undecodable is the object of an Added, Modified or Deleted watch event that a
+// ListerWatcher could not decode although it could read the object's key and
+// resourceVersion from the wire (FromREST does): the reflector refuses that object
+// (see RefusedError) and goes on with the next event.
+type undecodable struct {
+	namespace, name, rv string
+	err                 error
+}
+
+func (u *undecodable) key() string {
+	if u.namespace != "" {
+		return u.namespace + "/" + u.name
+	}
+	return u.name
+}
+
+func (u *undecodable) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+func (u *undecodable) DeepCopyObject() runtime.Object  { c := *u; return &c }
 
 // decode is decodeEvent with the result as an event[T], for code that
 // switches on its type.
@@ -135,17 +177,24 @@ func decode[T Object](e watch.Event, transform func(T) (T, error)) (event[T], er
 	}
 }
 
-// applyTransform runs transform, if any, on obj and checks its result.
-func applyTransform[T Object](obj T, transform func(T) (T, error)) (T, error) {
+// applyTransform runs transform, if any, on obj and checks its result. A panic
+// of transform is recovered and returned as a *PanicError.
+func applyTransform[T Object](obj T, transform func(T) (T, error)) (out T, err error) {
 	if transform == nil {
 		return obj, nil
 	}
-	out, err := transform(obj)
+	defer func() {
+		if v := recover(); v != nil {
+			var zero T
+			out, err = zero, fmt.Errorf("transform: %w", &PanicError{Value: v, Stack: debug.Stack()})
+		}
+	}()
+	out, err = transform(obj)
 	if err != nil {
-		return out, fmt.Errorf("transform of %s: %w", objectKey(obj), err)
+		return out, fmt.Errorf("transform: %w", err)
 	}
 	if isNil(out) {
-		return out, fmt.Errorf("transform of %s returned nil", objectKey(obj))
+		return out, errors.New("transform returned nil")
 	}
 	return out, nil
 }
@@ -187,9 +236,11 @@ func (b *initialEvents[T]) set(obj T) {
 	b.items = append(b.items, obj)
 }
 
-func (b *initialEvents[T]) remove(obj T) {
+func (b *initialEvents[T]) remove(obj T) { b.removeKey(objectKey(obj)) }
+
+// removeKey drops the object of key k, if any.
+func (b *initialEvents[T]) removeKey(k string) {
 	b.buildIndex()
-	k := objectKey(obj)
 	i, ok := b.index[k]
 	if !ok {
 		return

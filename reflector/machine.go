@@ -78,6 +78,11 @@ type machine[T Object] struct {
 	// expiredInARow counts expired or too large resourceVersions since the
 	// last watch event; past one, relists wait a backoff delay.
 	expiredInARow int
+	// clientErrorsInARow counts watches ended by an error of the client's own
+	// (an event it could not decode, see clientSide) since the last watch
+	// event; past one, the reflector relists instead of watching again from
+	// the same resourceVersion, which would meet the same event again.
+	clientErrorsInARow int
 	// lastRV mirrors health.LastResourceVersion; synced mirrors health.Synced.
 	lastRV string
 	synced bool
@@ -145,7 +150,7 @@ func (m *machine[T]) list(ctx context.Context, s listing) state {
 		rv    string
 	)
 	for first := true; ; first = false {
-		page, fromStore, lm, err := m.listPage(ctx, opts)
+		page, fromStore, refused, lm, err := m.listPage(ctx, opts)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -168,7 +173,10 @@ func (m *machine[T]) list(ctx context.Context, s listing) state {
 			}
 			items = make([]T, 0, capacity(len(page), lm.RemainingItemCount))
 		}
-		m.countListed(len(page), countTrue(fromStore))
+		m.countListed(len(page)+len(refused), countTrue(fromStore))
+		for _, ref := range refused {
+			m.refused(ref)
+		}
 		for i, obj := range page {
 			if isNil(obj) {
 				return m.fail("list", errors.New("the list holds a nil item"), s)
@@ -177,11 +185,12 @@ func (m *machine[T]) list(ctx context.Context, s listing) state {
 				items = append(items, obj) // the store's own, transformed
 				continue
 			}
-			obj, err := applyTransform(obj, m.cfg.Transform)
+			out, err := applyTransform(obj, m.cfg.Transform)
 			if err != nil {
-				return m.fail("list", err, s)
+				m.refused(&RefusedError{Key: objectKey(obj), ResourceVersion: obj.GetResourceVersion(), Err: err})
+				continue
 			}
-			items = append(items, m.reuse(obj))
+			items = append(items, m.reuse(out))
 		}
 		if lm.Continue == "" {
 			break
@@ -267,11 +276,15 @@ func (m *machine[T]) stream(ctx context.Context, s streaming) state {
 			}
 			return m.fail("watch", err, s)
 		}
-		m.heard()
 		if e.Type == watch.Error {
 			stop()
+			if clientSide(e.Object) {
+				return m.fail("watch", apierrors.FromObject(e.Object), s)
+			}
+			m.heard()
 			return m.streamFailed(apierrors.FromObject(e.Object), s)
 		}
+		m.heard()
 		if so, ok := e.Object.(*storedObject[T]); ok && (e.Type == watch.Added || e.Type == watch.Modified) {
 			// The store's own, transformed: neither decoded nor transformed.
 			listed++
@@ -288,6 +301,14 @@ func (m *machine[T]) stream(ctx context.Context, s streaming) state {
 		}
 		ev, err := decode(e, m.cfg.Transform)
 		if err != nil {
+			var ref *RefusedError
+			if errors.As(err, &ref) {
+				// Left out of the list, like a refused LIST item: Replace drops
+				// the store's copy.
+				buf.removeKey(ref.Key)
+				m.refused(ref)
+				continue
+			}
 			stop()
 			return m.fail("watch", err, s)
 		}
@@ -422,16 +443,32 @@ func (m *machine[T]) watch(ctx context.Context, s watching) state {
 		events++
 		if e.Type == watch.Error {
 			m.leave(&p)
+			if clientSide(e.Object) {
+				return m.clientFailed(apierrors.FromObject(e.Object))
+			}
 			m.heard()
 			return m.watchFailed(apierrors.FromObject(e.Object))
 		}
 		ev, err := decodeEvent(e, m.cfg.Transform)
 		if err != nil {
-			m.leave(&p)
-			m.heard()
-			return m.fail("watch", err, watching{})
-		}
-		if err := m.apply(ev); err != nil {
+			var ref *RefusedError
+			if !errors.As(err, &ref) {
+				// Nothing ties the event to one object: the store may have missed
+				// a change that no watch from lastRV can give again. Relist.
+				m.leave(&p)
+				m.heard()
+				return m.fail("watch", err, m.relist(""))
+			}
+			m.refused(ref)
+			if m.r.refuser != nil {
+				if err := m.r.refuser.Refuse(ref.Key, ref.ResourceVersion); err != nil {
+					m.leave(&p)
+					m.heard()
+					return m.fail("store", fmt.Errorf("refuse %s: %w", ref.Key, err), watching{})
+				}
+			}
+			ev = watchEvent[T]{kind: kindRefused, rv: ref.ResourceVersion}
+		} else if err := m.apply(ev); err != nil {
 			m.leave(&p)
 			m.heard()
 			return m.fail("store", err, watching{})
@@ -441,6 +478,50 @@ func (m *machine[T]) watch(ctx context.Context, s watching) state {
 }
 
 var errShortWatch = fmt.Errorf("the watch ended within %v without any event", shortWatch)
+
+// clientSideCause is the status cause type of the Error events that a watch's
+// client makes up itself when it cannot read the stream (client-go's stream
+// watcher and FromREST alike): they are not news from the server.
+const clientSideCause metav1.CauseType = "ClientWatchDecoding"
+
+// clientSide reports whether the object of an Error event was made up by the
+// client rather than sent by the server.
+func clientSide(obj any) bool {
+	st, ok := obj.(*metav1.Status)
+	if !ok || st == nil || st.Details == nil {
+		return false
+	}
+	for _, c := range st.Details.Causes {
+		if c.Type == clientSideCause {
+			return true
+		}
+	}
+	return false
+}
+
+// clientFailed handles a watch ended by the client's own error: a stream it
+// could not read, from a broken connection or an event it cannot decode. The
+// first time, it watches again from the same resourceVersion; a second time in a
+// row with no event in between, that resourceVersion leads to the same event, so
+// it relists at the most recent resourceVersion instead.
+func (m *machine[T]) clientFailed(err error) state {
+	m.clientErrorsInARow++
+	if m.clientErrorsInARow > 1 {
+		m.r.log.V(1).Info("the watch failed on the client side twice in a row, relisting", "err", err)
+		return m.fail("watch", err, m.relist(""))
+	}
+	return m.fail("watch", err, watching{})
+}
+
+// refused reports an object left out of the store (see RefusedError).
+func (m *machine[T]) refused(ref *RefusedError) {
+	ref.Name = m.r.name
+	m.r.update(func(h *Health) { h.Stats.Refused++ })
+	m.r.log.Error(ref, "object refused", "key", ref.Key, "resourceVersion", ref.ResourceVersion)
+	if m.cfg.OnError != nil {
+		m.cfg.OnError(ref)
+	}
+}
 
 func (m *machine[T]) watchFailed(err error) state {
 	var next state
@@ -625,8 +706,9 @@ type unpublished[T Object] struct {
 // reads lastRV in between. Only the last event's resourceVersion is read.
 func (m *machine[T]) progress(p *unpublished[T], ev *watchEvent[T], fromScratch bool) {
 	m.expiredInARow = 0
+	m.clientErrorsInARow = 0
 	p.seen++
-	if ev.kind != kindBookmark {
+	if ev.kind != kindBookmark && ev.kind != kindRefused {
 		p.events++
 	}
 	if !fromScratch {
@@ -666,14 +748,20 @@ func (m *machine[T]) countExpired() {
 	m.r.update(func(h *Health) { h.Stats.Expired++ })
 }
 
-// listPage lists one page, through the ListerWatcher's reusing form when
-// the store offers its objects (see ReuseKeyStore).
-func (m *machine[T]) listPage(ctx context.Context, opts metav1.ListOptions) ([]T, []bool, metav1.ListMeta, error) {
-	if m.r.reuseKey != nil {
-		return m.r.lw.(reusingLister[T]).listReusing(ctx, opts, m.lookup)
+// listPage lists one page. A ListerWatcher that reads the wire itself
+// (FromREST, a reusingLister) is asked through its reusing form, which also
+// returns the items it could not decode but could name (refused), and, when
+// the store offers its objects (see ReuseKeyStore), skips decoding those.
+func (m *machine[T]) listPage(ctx context.Context, opts metav1.ListOptions) ([]T, []bool, []*RefusedError, metav1.ListMeta, error) {
+	if rl, ok := m.r.lw.(reusingLister[T]); ok {
+		var lookup lookupFunc[T]
+		if m.r.reuseKey != nil {
+			lookup = m.lookup
+		}
+		return rl.listReusing(ctx, opts, lookup)
 	}
 	page, lm, err := m.r.lw.List(ctx, opts)
-	return page, nil, lm, err
+	return page, nil, nil, lm, err
 }
 
 // openStream opens a streaming list, through the ListerWatcher's reusing

@@ -36,6 +36,18 @@ type BookmarkStore interface {
 	Bookmark(resourceVersion string) error
 }
 
+// Refuser is an optional interface of a Store. The reflector calls Refuse, in
+// place of Add, Update or Delete, for a watch event whose object it could not
+// store (see RefusedError), with the object's key ("namespace/name" or "name") and
+// the event's resourceVersion: the store should drop what it holds under key, as
+// the server's current version of that object cannot be represented. Later events
+// for the key are delivered as usual (an Update for a key the store dropped is an
+// add). Lists leave refused objects out, so Replace drops them as well. A store
+// without Refuse keeps what it held for the key until the next list.
+type Refuser interface {
+	Refuse(key, resourceVersion string) error
+}
+
 // ReuseStore is an optional interface of a Store. While the reflector
 // assembles a list, it passes every listed object (transformed) to Reuse
 // as soon as it is decoded, page by page or event by event; when Reuse
@@ -109,9 +121,11 @@ type Config[T Object] struct {
 
 	// Transform, if set, is applied to every object before the store sees it:
 	// list items and the objects of Added, Modified and Deleted events. It
-	// may change obj in place and return it, or return another object; it
-	// must not return nil. An error fails the list or watch in progress,
-	// which is retried with backoff. StripManagedFields is a ready one.
+	// may change obj in place and return it, or return another object. An
+	// object on which it returns an error or nil, or panics, is refused: left
+	// out of the store as if absent, reported to OnError as a *RefusedError
+	// and counted in Stats.Refused, while the rest of the collection goes on
+	// (see Refuser). StripManagedFields is a ready one.
 	Transform func(obj T) (T, error)
 
 	// LabelSelector and FieldSelector restrict the objects the reflector
@@ -249,6 +263,10 @@ type Stats struct {
 	// ListerWatcher read only their key and took the store's instance (see
 	// ReuseKeyStore). ListedObjects - ListedFromStore objects were decoded.
 	ListedFromStore int64
+	// Refused counts the objects left out of the store because they could
+	// not be transformed or decoded (see RefusedError), in lists and watch
+	// events.
+	Refused int64
 }
 
 // Reflector keeps a Store in step with one collection of the API server: it
@@ -267,6 +285,7 @@ type Reflector[T Object] struct {
 	store     Store[T]
 	bookmarks BookmarkStore // store as a BookmarkStore, or nil
 	reuse     ReuseStore[T] // store as a ReuseStore, or nil
+	refuser   Refuser       // store as a Refuser, or nil
 	cfg       Config[T]     // as given; defaults are applied in Run
 	name      string
 	log       logr.Logger
@@ -305,6 +324,7 @@ func New[T Object](lw ListerWatcher[T], store Store[T], cfg Config[T]) *Reflecto
 	}
 	r.bookmarks, _ = store.(BookmarkStore)
 	r.reuse, _ = store.(ReuseStore[T])
+	r.refuser, _ = store.(Refuser)
 	if _, ok := lw.(reusingLister[T]); ok {
 		r.reuseKey, _ = store.(ReuseKeyStore[T])
 	}

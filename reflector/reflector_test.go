@@ -850,33 +850,6 @@ func TestTransform(t *testing.T) {
 	})
 }
 
-func TestTransformFailures(t *testing.T) {
-	for _, tc := range []struct {
-		name      string
-		transform func(configMap) (configMap, error)
-		want      string
-	}{
-		{"error", func(c configMap) (configMap, error) { return nil, errBoom }, "transform of ns/cm-0: boom"},
-		{"nil", func(c configMap) (configMap, error) { return nil, nil }, "transform of ns/cm-0 returned nil"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			bubble(t, func(t *testing.T) {
-				srv := newServer(t, reflectortest.Config{}, 2)
-				st := newMemStore[configMap]()
-				r := New(srv, st, Config[configMap]{WatchList: WatchListOff, Transform: tc.transform})
-				start(t, r)
-				synctest.Wait()
-				h := r.Health()
-				if h.State != StateBackingOff || !strings.Contains(fmt.Sprint(h.LastError), tc.want) || !errors.Is(h.LastError, errBoom) != (tc.name != "error") {
-					t.Errorf("health = %+v, want LastError containing %q", h, tc.want)
-				}
-				if len(st.Calls()) != 0 {
-					t.Errorf("store calls = %v, want none", st.Calls())
-				}
-			})
-		})
-	}
-}
 
 func TestBookmarks(t *testing.T) {
 	bubble(t, func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"reflect"
+	"strings"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -92,8 +93,13 @@ type lookupFunc[T any] func(namespace, name, resourceVersion string) (T, bool)
 // resourceVersion lookup knows, they hand over what lookup returned instead
 // of decoding it: in the list, with fromStore[i] set; in the stream, as an
 // event whose object is a *storedObject.
+//
+// They also name what they cannot decode: a listed item whose key and
+// resourceVersion can be read although the item cannot be decoded is left out
+// of items and returned in refused; such an object in a watch stream comes as
+// an event whose object is an *undecodable. lookup may be nil.
 type reusingLister[T Object] interface {
-	listReusing(ctx context.Context, opts metav1.ListOptions, lookup lookupFunc[T]) (items []T, fromStore []bool, lm metav1.ListMeta, err error)
+	listReusing(ctx context.Context, opts metav1.ListOptions, lookup lookupFunc[T]) (items []T, fromStore []bool, refused []*RefusedError, lm metav1.ListMeta, err error)
 	watchReusing(ctx context.Context, opts metav1.ListOptions, lookup lookupFunc[T]) (watch.Interface, error)
 }
 
@@ -129,23 +135,29 @@ func (l *restLW[T, E]) request(opts metav1.ListOptions) *rest.Request {
 		SetHeader("Accept", acceptProtobuf)
 }
 
+// List lists one page. An item that cannot be decoded fails the whole page;
+// under a Reflector, only that item is refused (see RefusedError).
 func (l *restLW[T, E]) List(ctx context.Context, opts metav1.ListOptions) ([]T, metav1.ListMeta, error) {
-	items, _, lm, err := l.list(ctx, opts, nil)
+	items, _, refused, lm, err := l.list(ctx, opts, nil)
+	if err == nil && len(refused) > 0 {
+		r := refused[0]
+		return nil, metav1.ListMeta{}, fmt.Errorf("reflector: list of %s: item %s: %w", l.resource, r.Key, r.Err)
+	}
 	return items, lm, err
 }
 
-func (l *restLW[T, E]) listReusing(ctx context.Context, opts metav1.ListOptions, lookup lookupFunc[T]) ([]T, []bool, metav1.ListMeta, error) {
+func (l *restLW[T, E]) listReusing(ctx context.Context, opts metav1.ListOptions, lookup lookupFunc[T]) ([]T, []bool, []*RefusedError, metav1.ListMeta, error) {
 	return l.list(ctx, opts, lookup)
 }
 
-func (l *restLW[T, E]) list(ctx context.Context, opts metav1.ListOptions, lookup lookupFunc[T]) ([]T, []bool, metav1.ListMeta, error) {
+func (l *restLW[T, E]) list(ctx context.Context, opts metav1.ListOptions, lookup lookupFunc[T]) ([]T, []bool, []*RefusedError, metav1.ListMeta, error) {
 	if l.err != nil {
-		return nil, nil, metav1.ListMeta{}, l.err
+		return nil, nil, nil, metav1.ListMeta{}, l.err
 	}
 	opts.Watch = false
 	result := l.request(opts).Do(ctx)
 	if err := result.Error(); err != nil {
-		return nil, nil, metav1.ListMeta{}, err
+		return nil, nil, nil, metav1.ListMeta{}, err
 	}
 	var ct string
 	result.ContentType(&ct)
@@ -155,46 +167,94 @@ func (l *restLW[T, E]) list(ctx context.Context, opts metav1.ListOptions, lookup
 	case runtime.ContentTypeProtobuf:
 		return l.protoList(body, lookup)
 	case runtime.ContentTypeJSON:
-		items, lm, err := l.jsonList(body)
-		return items, nil, lm, err
+		items, refused, lm, err := l.jsonList(body)
+		return items, nil, refused, lm, err
 	}
-	return nil, nil, metav1.ListMeta{}, fmt.Errorf("reflector: list of %s: unexpected content type %q", l.resource, ct)
+	return nil, nil, nil, metav1.ListMeta{}, fmt.Errorf("reflector: list of %s: unexpected content type %q", l.resource, ct)
 }
 
-func (l *restLW[T, E]) protoList(body []byte, lookup lookupFunc[T]) ([]T, []bool, metav1.ListMeta, error) {
+func (l *restLW[T, E]) protoList(body []byte, lookup lookupFunc[T]) ([]T, []bool, []*RefusedError, metav1.ListMeta, error) {
 	var lm metav1.ListMeta
 	env, err := readEnvelope(body)
 	if err != nil {
-		return nil, nil, lm, fmt.Errorf("reflector: list of %s: %w", l.resource, err)
+		return nil, nil, nil, lm, fmt.Errorf("reflector: list of %s: %w", l.resource, err)
 	}
 	if string(env.kind) != l.kind+"List" {
-		return nil, nil, lm, fmt.Errorf("reflector: list of %s: the server sent a %q, want a %sList", l.resource, env.kind, l.kind)
+		return nil, nil, nil, lm, fmt.Errorf("reflector: list of %s: the server sent a %q, want a %sList", l.resource, env.kind, l.kind)
 	}
 	lb, err := readList(env.raw)
 	if err != nil {
-		return nil, nil, lm, fmt.Errorf("reflector: list of %s: %w", l.resource, err)
+		return nil, nil, nil, lm, fmt.Errorf("reflector: list of %s: %w", l.resource, err)
 	}
 	lm = metav1.ListMeta{
 		ResourceVersion:    string(lb.resourceVersion),
 		Continue:           string(lb.continueToken),
 		RemainingItemCount: lb.remaining,
 	}
-	items := make([]T, len(lb.items))
+	items := make([]T, 0, len(lb.items))
 	var fromStore []bool
 	if lookup != nil {
-		fromStore = make([]bool, len(lb.items))
+		fromStore = make([]bool, 0, len(lb.items))
 	}
+	var refused []*RefusedError
 	keys := keyReader[T]{lookup: lookup}
 	for i, raw := range lb.items {
 		if obj, ok := keys.find(raw); ok {
-			items[i], fromStore[i] = obj, true
+			items, fromStore = append(items, obj), append(fromStore, true)
 			continue
 		}
-		if items[i], err = l.decode(raw); err != nil {
-			return nil, nil, lm, fmt.Errorf("reflector: list of %s: item %d: %w", l.resource, i, err)
+		obj, err := l.decode(raw)
+		if err != nil {
+			ref := protoRefusal(raw, err)
+			if ref == nil {
+				return nil, nil, nil, lm, fmt.Errorf("reflector: list of %s: item %d: %w", l.resource, i, err)
+			}
+			refused = append(refused, ref)
+			continue
+		}
+		items = append(items, obj)
+		if fromStore != nil {
+			fromStore = append(fromStore, false)
 		}
 	}
-	return items, fromStore, lm, nil
+	return items, fromStore, refused, lm, nil
+}
+
+// protoRefusal names an object message that failed to decode with err: a
+// *RefusedError if its key can be read, nil otherwise.
+func protoRefusal(raw []byte, err error) *RefusedError {
+	k, ok, kerr := readKey(raw)
+	if kerr != nil || !ok || len(k.name) == 0 {
+		return nil
+	}
+	u := undecodable{namespace: string(k.namespace), name: string(k.name), rv: string(k.resourceVersion), err: err}
+	return &RefusedError{Key: u.key(), ResourceVersion: u.rv, Err: err}
+}
+
+// jsonRefusal is protoRefusal for a JSON object.
+func jsonRefusal(raw []byte, err error) *RefusedError {
+	var m struct {
+		Metadata struct {
+			Namespace       string `json:"namespace"`
+			Name            string `json:"name"`
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(raw, &m) != nil || m.Metadata.Name == "" {
+		return nil
+	}
+	u := undecodable{namespace: m.Metadata.Namespace, name: m.Metadata.Name, rv: m.Metadata.ResourceVersion, err: err}
+	return &RefusedError{Key: u.key(), ResourceVersion: u.rv, Err: err}
+}
+
+// undecodableEvent is the event of type t for an object that failed to decode
+// with err (see undecodable), if the refusal names it.
+func undecodableEvent(t watch.EventType, ref *RefusedError) watch.Event {
+	ns, name, found := strings.Cut(ref.Key, "/")
+	if !found {
+		ns, name = "", ref.Key
+	}
+	return watch.Event{Type: t, Object: &undecodable{namespace: ns, name: name, rv: ref.ResourceVersion, err: ref.Err}}
 }
 
 // decode decodes one object's protobuf message.
@@ -207,27 +267,33 @@ func (l *restLW[T, E]) decode(raw []byte) (T, error) {
 }
 
 // jsonList decodes a JSON list, each item into its own allocation.
-func (l *restLW[T, E]) jsonList(body []byte) ([]T, metav1.ListMeta, error) {
+func (l *restLW[T, E]) jsonList(body []byte) ([]T, []*RefusedError, metav1.ListMeta, error) {
 	var list struct {
 		Kind     string            `json:"kind"`
 		Metadata metav1.ListMeta   `json:"metadata"`
 		Items    []json.RawMessage `json:"items"`
 	}
 	if err := utiljson.Unmarshal(body, &list); err != nil {
-		return nil, metav1.ListMeta{}, fmt.Errorf("reflector: list of %s: %w", l.resource, err)
+		return nil, nil, metav1.ListMeta{}, fmt.Errorf("reflector: list of %s: %w", l.resource, err)
 	}
 	if list.Kind != l.kind+"List" {
-		return nil, metav1.ListMeta{}, fmt.Errorf("reflector: list of %s: the server sent a %q, want a %sList", l.resource, list.Kind, l.kind)
+		return nil, nil, metav1.ListMeta{}, fmt.Errorf("reflector: list of %s: the server sent a %q, want a %sList", l.resource, list.Kind, l.kind)
 	}
-	items := make([]T, len(list.Items))
+	items := make([]T, 0, len(list.Items))
+	var refused []*RefusedError
 	for i, raw := range list.Items {
 		obj, err := l.decodeJSON(raw)
 		if err != nil {
-			return nil, metav1.ListMeta{}, fmt.Errorf("reflector: list of %s: item %d: %w", l.resource, i, err)
+			ref := jsonRefusal(raw, err)
+			if ref == nil {
+				return nil, nil, metav1.ListMeta{}, fmt.Errorf("reflector: list of %s: item %d: %w", l.resource, i, err)
+			}
+			refused = append(refused, ref)
+			continue
 		}
-		items[i] = obj
+		items = append(items, obj)
 	}
-	return items, list.Metadata, nil
+	return items, refused, list.Metadata, nil
 }
 
 // decodeJSON decodes one object's JSON, checking its kind if it names one.
@@ -394,6 +460,9 @@ func (w *restWatch[T, E]) decodeFrame(frame []byte) (watch.Event, error) {
 	}
 	obj, err := w.lw.decode(env.raw)
 	if err != nil {
+		if ref := protoRefusal(env.raw, err); ref != nil && t != watch.Bookmark {
+			return undecodableEvent(t, ref), nil
+		}
 		return watch.Event{}, err
 	}
 	w.afterEvent(t, obj)
@@ -449,6 +518,9 @@ func (w *restWatch[T, E]) decodeJSONEvent(t watch.EventType, raw []byte) (watch.
 	}
 	obj, err := w.lw.decodeJSON(raw)
 	if err != nil {
+		if ref := jsonRefusal(raw, err); ref != nil && t != watch.Bookmark {
+			return undecodableEvent(t, ref), nil
+		}
 		return watch.Event{}, err
 	}
 	return watch.Event{Type: t, Object: obj}, nil
@@ -464,8 +536,12 @@ func (w *restWatch[T, E]) send(e watch.Event) bool {
 	}
 }
 
-// fail sends an Error event for a malformed stream; the stream ends.
+// fail sends an Error event for a malformed stream; the stream ends. Its Status
+// is marked as the client's own (see clientSide), as client-go's stream watcher
+// marks the errors it makes up.
 func (w *restWatch[T, E]) fail(err error) {
 	err = fmt.Errorf("reflector: watch of %s: %w", w.lw.resource, err)
-	w.send(watch.Event{Type: watch.Error, Object: &apierrors.NewInternalError(err).ErrStatus})
+	st := apierrors.NewInternalError(err).ErrStatus
+	st.Details.Causes = append(st.Details.Causes, metav1.StatusCause{Type: clientSideCause, Message: err.Error()})
+	w.send(watch.Event{Type: watch.Error, Object: &st})
 }

@@ -753,13 +753,18 @@ func FuzzListBody(f *testing.F) {
 	}
 	lw := FromREST[*corev1.ConfigMap](fakeREST{}, "configmaps", "ns").(*restLW[*corev1.ConfigMap, corev1.ConfigMap])
 	f.Fuzz(func(t *testing.T, b []byte) {
-		items, fromStore, _, err := lw.protoList(b, lookup)
+		items, fromStore, refused, _, err := lw.protoList(b, lookup)
 		if err != nil {
 			return
 		}
 		for i, o := range items {
 			if o == nil || fromStore[i] != (o == known) {
 				t.Fatalf("item %d = %p, from the store %v", i, o, fromStore[i])
+			}
+		}
+		for _, r := range refused {
+			if r == nil || r.Key == "" || r.Err == nil {
+				t.Fatalf("refused item without a key or a cause: %+v", r)
 			}
 		}
 	})
