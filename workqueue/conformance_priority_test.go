@@ -789,3 +789,22 @@ func TestConformancePriorityModel(t *testing.T) {
 		q.ShutDown()
 	}
 }
+
+// Retries as the metrics count them: an AddWithOptions without a positive delay or rate
+// limiting is no retry (as in controller-runtime); AddAfter is one even with no delay (as
+// in client-go). Deviation: a rate-limited add is a retry even when the limiter answers 0
+// (controller-runtime counts only positive delays).
+func TestConformanceRetryMetrics(t *testing.T) {
+	m := &recMetrics{}
+	q := New(Config[string]{Metrics: m, RateLimiter: NewFastSlow[string](0, 0, 1)})
+	defer q.ShutDown()
+	q.AddWithOptions("a", AddOptions{Delay: -time.Second, Priority: 1})
+	q.AddWithOptions("b", AddOptions{})
+	wantMetrics(t, m, 2, 0)
+	q.AddAfter("c", 0)
+	wantMetrics(t, m, 3, 1)
+	q.AddWithOptions("d", AddOptions{RateLimited: true})
+	q.AddRateLimited("e")
+	wantMetrics(t, m, 5, 3)
+	wantReady(t, q, "a", "b", "c", "d", "e")
+}
