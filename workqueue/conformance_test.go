@@ -6,7 +6,7 @@ package workqueue
 // priority queue (v0.25.2: pkg/controller/priorityqueue/priorityqueue_test.go), adapted to
 // this package's API and written anew. Each names the upstream test it covers. Where this
 // package deliberately behaves otherwise, the test asserts this package's documented
-// behaviour and says "deviation"; the reasons are listed with the project's notes.
+// behaviour and says "Deviation:", what upstream does, and why.
 //
 // This file holds the plain queue (client-go queue_test.go); conformance_delay_test.go the
 // delays and rate-limited adds, conformance_ratelimit_test.go the limiters, and
