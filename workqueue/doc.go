@@ -67,17 +67,20 @@
 // Done for an item that is not being processed (never handed out, or already Done) is
 // ignored. Adds after shut-down are ignored. ShutDown may be called any number of times.
 // None of these panics or blocks. A worker that never calls Done keeps its item "in
-// flight" forever, which blocks ShutDownWithDrain until its context ends.
+// flight" forever, which blocks ShutDownWithDrain until its context ends or ShutDown is
+// called.
 //
 // # Differences from client-go
 //
 // Get takes a context and returns an error instead of a shutdown flag. Get keeps waiting
 // after shut-down while an item that was added during its processing still has to be
 // re-queued by Done, so that item is not stranded. ShutDownWithDrain takes a context and
-// waits for ready items too, not only for those in flight. Done of an item that is not in
-// flight is ignored (client-go queues it a second time if it is waiting). AddRateLimited
-// after shut-down records no failure. Metrics go through Config.Metrics, not a global
-// provider; the unfinished-work gauges are computed when read instead of by a ticker
-// goroutine. The default RateLimiter is client-go's default, and any client-go
-// TypedRateLimiter can be used as is.
+// waits for ready items too, not only for those in flight. A ShutDown ends a waiting
+// ShutDownWithDrain, as in client-go (a second signal cuts a graceful shut-down short),
+// which then returns ErrDrainAborted; a ShutDownWithDrain called after ShutDown does not
+// wait (client-go's waits). Done of an item that is not in flight is ignored (client-go
+// queues it a second time if it is waiting). AddRateLimited after shut-down records no
+// failure. Metrics go through Config.Metrics, not a global provider; the unfinished-work
+// gauges are computed when read instead of by a ticker goroutine. The default RateLimiter
+// is client-go's default, and any client-go TypedRateLimiter can be used as is.
 package workqueue

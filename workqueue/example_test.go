@@ -133,3 +133,23 @@ func ExampleQueue_AddWithOptions() {
 	// event/4
 	// resync/2
 }
+
+// A graceful shut-down cut short: the first signal drains the queue, a second one calls
+// ShutDown, which ends the wait for the worker still busy.
+func ExampleQueue_ShutDownWithDrain() {
+	q := workqueue.New(workqueue.Config[string]{})
+	ctx := context.Background()
+	q.Add("default/web")
+	key, _ := q.Get(ctx) // a worker is processing it
+
+	drained := make(chan error)
+	go func() { drained <- q.ShutDownWithDrain(ctx) }() // first signal: wait for the work
+	q.ShutDown()                                        // second signal: stop waiting
+	err := <-drained
+	fmt.Println(errors.Is(err, workqueue.ErrDrainAborted))
+	fmt.Println(err)
+	q.Done(key) // the worker may still finish
+	// Output:
+	// true
+	// workqueue: drain ended by ShutDown with 0 items ready and 1 in flight
+}

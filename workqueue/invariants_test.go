@@ -63,6 +63,17 @@ func checkInvariants[T comparable](t testing.TB, q *Queue[T]) {
 	if err == nil && q.sshut && (nstaged > 0 || q.c.scheduled() > 0) && q.shut {
 		err = fmt.Errorf("shut down with %d staged and %d scheduled", nstaged, q.c.scheduled())
 	}
+	if err == nil && q.abort != nil {
+		closed := false
+		select {
+		case <-q.abort:
+			closed = true
+		default:
+		}
+		if closed != q.forced {
+			err = fmt.Errorf("abort channel closed %v, forced %v", closed, q.forced)
+		}
+	}
 	if err != nil {
 		t.Fatalf("invariant broken: %v", err)
 	}

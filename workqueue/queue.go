@@ -15,6 +15,10 @@ import (
 // out.
 var ErrShutDown = errors.New("workqueue: queue is shut down")
 
+// ErrDrainAborted is returned, wrapped with the work left, by ShutDownWithDrain when a call
+// of ShutDown (during the drain or before it) ends the wait while work is left.
+var ErrDrainAborted = errors.New("workqueue: drain ended by ShutDown")
+
 // Defaults for Config fields left zero.
 const (
 	DefaultAgingLimit   = 64
@@ -110,6 +114,11 @@ type Queue[T comparable] struct {
 	// nothing ready and nothing in flight. idleClosed records that.
 	idle       chan struct{}
 	idleClosed bool
+	// forced is set by the first call of ShutDown (not by ShutDownWithDrain): drains no
+	// longer wait. abort, once made by a waiting ShutDownWithDrain, is closed when forced
+	// is set. Invariant: abort is closed iff it is non-nil and forced.
+	forced bool
+	abort  chan struct{}
 	// spareAdds is an emptied adds buffer kept for reuse. applied counts the adds applied
 	// (with metrics) that made items pending, for unlock to report.
 	spareAdds []staged[T]
@@ -809,7 +818,15 @@ func (q *Queue[T]) ShuttingDown() bool { return q.shutFlag.Load() }
 // already ready are still handed out by Get, as are items added again while being
 // processed (after their Done); then Get returns ErrShutDown. The RateLimiter's Reset
 // method, if any, is called to release its bookkeeping. ShutDown may be called many times.
-func (q *Queue[T]) ShutDown() {
+//
+// ShutDown also means "do not wait": a ShutDownWithDrain waiting when it is called returns
+// at once, and one called after it does not wait (both return ErrDrainAborted if work is
+// left). So a second signal can cut short a graceful shut-down in progress.
+func (q *Queue[T]) ShutDown() { q.shutDown(true) }
+
+// shutDown stops the queue; with force (ShutDown) it also ends the drains, present and
+// future.
+func (q *Queue[T]) shutDown(force bool) {
 	q.smu.Lock()
 	if !q.sshut {
 		q.sshut = true
@@ -843,6 +860,12 @@ func (q *Queue[T]) ShutDown() {
 		q.c.dropDelayed()
 		q.c.dropCache()
 	}
+	if force && !q.forced {
+		q.forced = true
+		if q.abort != nil {
+			close(q.abort)
+		}
+	}
 	q.finishLocked()
 	q.unlock()
 	q.timerWG.Wait()
@@ -854,34 +877,62 @@ func (q *Queue[T]) ShutDown() {
 }
 
 // ShutDownWithDrain shuts the queue down like ShutDown and then waits until every ready
-// item has been handed out and every handed-out item is Done, or until ctx ends. Workers
-// must keep calling Get until it returns ErrShutDown and call Done for every item,
-// otherwise the wait lasts until ctx ends. On ctx's end it returns an error wrapping
-// ctx.Err() that says how much work was left.
+// item has been handed out and every handed-out item is Done, or until ctx ends, or until
+// ShutDown is called. Workers must keep calling Get until it returns ErrShutDown and call
+// Done for every item, otherwise the wait lasts until ctx ends or ShutDown is called. It
+// returns nil once nothing is left (whatever ended the wait). Otherwise, on ctx's end it
+// returns an error wrapping ctx.Err(), and when ShutDown ends the wait (or was called
+// before ShutDownWithDrain, which then does not wait) an error wrapping ErrDrainAborted;
+// both say how much work was left. Work left behind is still handed out by Get, and Done
+// may still be called for items in flight. Several drains may wait at once; each returns
+// as described.
 func (q *Queue[T]) ShutDownWithDrain(ctx context.Context) error {
-	q.ShutDown()
+	q.shutDown(false)
 	q.mu.Lock()
 	if q.c.ready == 0 && q.c.inflight == 0 {
 		q.unlock()
 		return nil
 	}
+	if q.forced {
+		err := q.leftLocked(ErrDrainAborted)
+		q.unlock()
+		return err
+	}
 	if q.idle == nil {
 		q.idle = make(chan struct{})
 	}
-	idle := q.idle
+	if q.abort == nil {
+		q.abort = make(chan struct{})
+	}
+	idle, abort := q.idle, q.abort
 	q.unlock()
+	var cause error
 	select {
 	case <-idle:
 		return nil
+	case <-abort:
+		cause = ErrDrainAborted
 	case <-ctx.Done():
-		q.mu.Lock()
-		ready, inflight := q.c.ready, q.c.inflight
-		q.unlock()
-		if ready == 0 && inflight == 0 {
-			return nil
-		}
-		return fmt.Errorf("workqueue: drain stopped with %d items ready and %d in flight: %w", ready, inflight, ctx.Err())
+		cause = ctx.Err()
 	}
+	q.mu.Lock()
+	err := q.leftLocked(cause)
+	q.unlock()
+	return err
+}
+
+// leftLocked returns nil when no work is left (nothing ready, nothing in flight), and
+// otherwise an error wrapping cause that says how much is left. Requires mu held.
+func (q *Queue[T]) leftLocked(cause error) error {
+	q.applyAddsLocked()
+	ready, inflight := q.c.ready, q.c.inflight
+	if ready == 0 && inflight == 0 {
+		return nil
+	}
+	if cause == ErrDrainAborted {
+		return fmt.Errorf("%w with %d items ready and %d in flight", ErrDrainAborted, ready, inflight)
+	}
+	return fmt.Errorf("workqueue: drain stopped with %d items ready and %d in flight: %w", ready, inflight, cause)
 }
 
 // inFlight is handed to Metrics.Attach.
