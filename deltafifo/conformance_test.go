@@ -515,3 +515,37 @@ func TestConformancePopUnblocksWhenClosed(t *testing.T) {
 		}
 	})
 }
+
+// TestConformanceFailedBatchIsRequeued is the counterpart of client-go's removed
+// requeue option (TestDeltaFIFO_requeueOnPop, commented out in the RealFIFO tests):
+// client-go's RealFIFO drops an item whose processing failed; ctrlkit puts the batch
+// back in front, unchanged, and hands it out again (see the notes). Deltas queued
+// after the failure come in a batch of their own, whether they were queued while the
+// batch was in flight or after it failed.
+func TestConformanceFailedBatchIsRequeued(t *testing.T) {
+	s := newStore()
+	f := newFIFO(s)
+	must(t, f.Add(o("foo", 10)))
+	must(t, f.Update(o("foo", 11)))
+	boom := errors.New("apply failed")
+	var failed string
+	if err := f.Pop(context.Background(), func(b Batch[*obj]) error {
+		failed = confBatch(b)
+		return boom
+	}); !errors.Is(err, boom) {
+		t.Fatalf("Pop = %v, want the function's error", err)
+	}
+	must(t, f.Add(o("bar", 1)))
+	confDiff(t, "batches after a failure", []string{failed, "events: Added bar1"}, confDrain(t, f, s))
+
+	must(t, f.Add(o("baz", 1)))
+	if err := f.Pop(context.Background(), func(Batch[*obj]) error {
+		must(t, f.Add(o("during", 1)))
+		return boom
+	}); !errors.Is(err, boom) {
+		t.Fatalf("Pop = %v, want the function's error", err)
+	}
+	must(t, f.Add(o("after", 1)))
+	confDiff(t, "batches after a failure with deltas queued meanwhile",
+		[]string{"events: Added baz1", "events: Added during1, Added after1"}, confDrain(t, f, s))
+}

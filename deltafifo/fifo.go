@@ -127,8 +127,11 @@ type unit[T any] struct {
 	kind   unitKind
 	deltas []Delta[T]
 	// objs and keys are set for a relist that was not yet materialized (ready false).
-	objs    []T
-	keys    []string
+	objs []T
+	keys []string
+	// ready is set on a relist whose deltas are materialized, and on a run that is a
+	// failed batch put back: it is handed out again as it was, so it takes no more
+	// deltas.
 	ready   bool
 	rv      string
 	initial bool // the first relist: HasSynced turns true when it is popped
@@ -217,12 +220,12 @@ func (f *FIFO[T]) enqueue(t DeltaType, obj T) error {
 	}
 	f.populatedLocked()
 	n := len(f.units)
-	if n == 0 || f.units[n-1].kind != runUnit || len(f.units[n-1].deltas) >= runChunk {
+	if n == 0 || f.units[n-1].kind != runUnit || f.units[n-1].ready || len(f.units[n-1].deltas) >= runChunk {
 		var buf []Delta[T]
 		if k := len(f.spares); k > 0 {
 			buf, f.spares[k-1] = f.spares[k-1], nil
 			f.spares = f.spares[:k-1]
-		} else if n > 0 && f.units[n-1].kind == runUnit {
+		} else if n > 0 && f.units[n-1].kind == runUnit && len(f.units[n-1].deltas) >= runChunk {
 			// A full run: deltas come fast, so this one will most likely fill
 			// up too. Growing it by doubling would allocate twice as much.
 			buf = make([]Delta[T], 0, runChunk)
