@@ -550,3 +550,65 @@ func TestConformanceFailedBatchIsRequeued(t *testing.T) {
 	confDiff(t, "batches after a failure with deltas queued meanwhile",
 		[]string{"events: Added baz1", "events: Added during1, Added after1"}, confDrain(t, f, s))
 }
+
+// TestConformanceFailedSpecialBatchesKeepTheirKind extends the requeue to relists and
+// resyncs: a failed (or panicking) relist or resync batch is handed out again as the
+// same kind of batch, with the same deltas and flags, even an empty resync, and a
+// Resync call made meanwhile is a request of its own.
+func TestConformanceFailedSpecialBatchesKeepTheirKind(t *testing.T) {
+	boom := errors.New("apply failed")
+	fail := func(t *testing.T, f *FIFO[*obj], panics bool) string {
+		t.Helper()
+		var got string
+		fn := func(b Batch[*obj]) error {
+			got = confBatch(b)
+			if panics {
+				panic("consumer bug")
+			}
+			return boom
+		}
+		func() {
+			defer func() {
+				if r := recover(); r != nil && !panics {
+					panic(r)
+				}
+			}()
+			if err := f.Pop(context.Background(), fn); !panics && !errors.Is(err, boom) {
+				t.Fatalf("Pop = %v, want the function's error", err)
+			}
+		}()
+		return got
+	}
+	for _, panics := range []bool{false, true} {
+		t.Run(fmt.Sprint("panics=", panics), func(t *testing.T) {
+			s := newStore(o("a", 1), o("b", 1))
+			f := newFIFO(s)
+			must(t, f.Resync())
+			first := fail(t, f, panics)
+			if first != "resync: Sync a1, Sync b1" {
+				t.Fatalf("resync batch = %s", first)
+			}
+			must(t, f.Resync())
+			must(t, f.Add(o("c", 1)))
+			confDiff(t, "after a failed resync", []string{first, "resync: Sync a1, Sync b1", "events: Added c1"}, confDrain(t, f, s))
+
+			// An empty resync: every known key has a newer delta queued.
+			must(t, f.Resync())
+			must(t, f.Update(o("a", 2)))
+			must(t, f.Update(o("b", 2)))
+			must(t, f.Update(o("c", 2)))
+			if got := fail(t, f, panics); got != "resync: " {
+				t.Fatalf("empty resync batch = %q", got)
+			}
+			confDiff(t, "after a failed empty resync", []string{"resync: ", "events: Updated a2, Updated b2, Updated c2"}, confDrain(t, f, s))
+
+			must(t, f.Replace([]*obj{o("a", 3)}, "9"))
+			first = fail(t, f, panics)
+			must(t, f.Add(o("d", 1)))
+			confDiff(t, "after a failed relist", []string{first, "events: Added d1"}, confDrain(t, f, s))
+			if first != "relist 9: Deleted? b2, Deleted? c2, Replaced a3" {
+				t.Errorf("relist batch = %s", first)
+			}
+		})
+	}
+}

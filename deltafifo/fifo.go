@@ -129,9 +129,9 @@ type unit[T any] struct {
 	// objs and keys are set for a relist that was not yet materialized (ready false).
 	objs []T
 	keys []string
-	// ready is set on a relist whose deltas are materialized, and on a run that is a
-	// failed batch put back: it is handed out again as it was, so it takes no more
-	// deltas.
+	// ready is set on a relist or a resync whose deltas are materialized, and on a
+	// run that is a failed batch put back. A ready unit is handed out again as it
+	// was: a run takes no more deltas, a resync absorbs no Resync call.
 	ready   bool
 	rv      string
 	initial bool // the first relist: HasSynced turns true when it is popped
@@ -304,7 +304,7 @@ func (f *FIFO[T]) Resync() error {
 	if f.known == nil {
 		return nil
 	}
-	if n := len(f.units); n > 0 && f.units[n-1].kind == resyncUnit {
+	if n := len(f.units); n > 0 && f.units[n-1].kind == resyncUnit && !f.units[n-1].ready {
 		return nil
 	}
 	f.units = append(f.units, unit[T]{kind: resyncUnit})
@@ -315,9 +315,10 @@ func (f *FIFO[T]) Resync() error {
 // Pop waits for the next batch and calls fn with it, without holding the FIFO's lock.
 //
 // If fn returns an error, Pop returns it and the batch is not lost: it goes back to
-// the front of the queue unchanged (a relist keeps the deletions already computed)
-// and the next Pop hands it out again, so fn should be idempotent or apply a batch all
-// or nothing. The same happens if fn panics (the panic continues).
+// the front of the queue unchanged (a relist keeps the deletions already computed, a
+// resync its Sync deltas and its Resync flag) and the next Pop hands it out again, so
+// fn should be idempotent or apply a batch all or nothing. The same happens if fn
+// panics (the panic continues).
 //
 // Every Replace and Resync call that is not merged yields exactly one batch, which may
 // be empty (a resync when every known key has a newer delta queued, or nothing is
@@ -364,7 +365,7 @@ func (f *FIFO[T]) next(ctx context.Context) (unit[T], map[string]struct{}, error
 	u := f.takeLocked()
 	f.inflight = true
 	var skip map[string]struct{}
-	if u.kind == resyncUnit {
+	if u.kind == resyncUnit && !u.ready {
 		skip = f.queuedKeysLocked()
 	}
 	return u, skip, nil
@@ -475,6 +476,9 @@ func (f *FIFO[T]) materialize(u unit[T], skip map[string]struct{}) Batch[T] {
 		}
 		return b
 	case resyncUnit:
+		if u.ready {
+			return Batch[T]{Deltas: u.deltas, Resync: true}
+		}
 		var deltas []Delta[T]
 		for _, k := range f.known.ListKeys() {
 			if _, newer := skip[k]; newer {
@@ -554,8 +558,11 @@ func (f *FIFO[T]) finish(b Batch[T], ok bool, orig *unit[T]) {
 		return
 	}
 	kind := runUnit
-	if b.Relist {
+	switch {
+	case b.Relist:
 		kind = relistUnit
+	case b.Resync:
+		kind = resyncUnit
 	}
 	f.units = append(f.units, unit[T]{})
 	copy(f.units[1:], f.units)
