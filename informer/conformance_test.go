@@ -1389,6 +1389,66 @@ func TestConformanceResourceVersion(t *testing.T) {
 	})
 }
 
+// TestConformanceResourceVersionTransformed covers client-go
+// TestStoreResourceVersionWithNonMetaTransform as far as it applies (a ctrlkit
+// Transform returns a T, which has metadata): a transform that clears the
+// resourceVersion does not stop the informer, whose reflector keeps track of the
+// server's; changes are still delivered, and LastAppliedResourceVersion stays at the
+// list's until the next list.
+func TestConformanceResourceVersionTransformed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newServer(t, reflectortest.Config{}, 1)
+		part := reflectortest.NewPartition(srv)
+		inf := informer.New(part, informer.Config[cm]{Transform: func(c cm) (cm, error) {
+			c.ResourceVersion = ""
+			return c, nil
+		}})
+		var mu sync.Mutex
+		var calls []string
+		mustAdd(t, inf, informer.HandlerFuncs[cm]{
+			AddFunc: func(o cm, initial bool) {
+				mu.Lock()
+				calls = append(calls, fmt.Sprintf("add %s %v", o.Name, initial))
+				mu.Unlock()
+			},
+			UpdateFunc: func(old, o cm) {
+				mu.Lock()
+				calls = append(calls, fmt.Sprintf("update %s %s>%s", o.Name, old.Data["foo"], o.Data["foo"]))
+				mu.Unlock()
+			},
+		}, informer.HandlerOptions{})
+		start(t, inf)
+		synctest.Wait()
+		listRV := srv.ResourceVersion()
+		if got := inf.LastAppliedResourceVersion(); got != listRV {
+			t.Errorf("after the first list: %q, want %q", got, listRV)
+		}
+		mustUpdate(t, srv, configMap("cm-0", "foo", "bar"))
+		synctest.Wait()
+		if got := inf.LastAppliedResourceVersion(); got != listRV {
+			t.Errorf("after an update without resourceVersion: %q, want the list's %q", got, listRV)
+		}
+		part.Cut()
+		mustUpdate(t, srv, configMap("cm-0", "foo", "bar2"))
+		srv.Compact()
+		time.Sleep(2 * time.Second)
+		part.Heal()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if got := inf.LastAppliedResourceVersion(); got != srv.ResourceVersion() {
+			t.Errorf("after a relist: %q, want %q", got, srv.ResourceVersion())
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if diff := cmp.Diff([]string{"add cm-0 true", "update cm-0 >bar", "update cm-0 bar>bar2"}, calls); diff != "" {
+			t.Errorf("calls (-want +got):\n%s", diff)
+		}
+		if n := len(srv.Requests()); n > 10 {
+			t.Errorf("%d requests to the server: the informer keeps relisting", n)
+		}
+	})
+}
+
 // TestConformanceDeletedObjects covers client-go TestDeletionHandlingObjectToName,
 // TestDeletedObjectGetObjectName and TestDeletedObjectGetKey. ctrlkit hands OnDelete
 // a typed Deleted[T] instead of an object or a DeletedFinalStateUnknown (see the
