@@ -127,8 +127,11 @@ type unit[T any] struct {
 	kind   unitKind
 	deltas []Delta[T]
 	// objs and keys are set for a relist that was not yet materialized (ready false).
-	objs    []T
-	keys    []string
+	objs []T
+	keys []string
+	// ready is set on a relist or a resync whose deltas are materialized, and on a
+	// run that is a failed batch put back. A ready unit is handed out again as it
+	// was: a run takes no more deltas, a resync absorbs no Resync call.
 	ready   bool
 	rv      string
 	initial bool // the first relist: HasSynced turns true when it is popped
@@ -236,12 +239,12 @@ func (f *FIFO[T]) push(d Delta[T]) error {
 	}
 	f.populatedLocked()
 	n := len(f.units)
-	if n == 0 || f.units[n-1].kind != runUnit || len(f.units[n-1].deltas) >= runChunk {
+	if n == 0 || f.units[n-1].kind != runUnit || f.units[n-1].ready || len(f.units[n-1].deltas) >= runChunk {
 		var buf []Delta[T]
 		if k := len(f.spares); k > 0 {
 			buf, f.spares[k-1] = f.spares[k-1], nil
 			f.spares = f.spares[:k-1]
-		} else if n > 0 && f.units[n-1].kind == runUnit {
+		} else if n > 0 && f.units[n-1].kind == runUnit && len(f.units[n-1].deltas) >= runChunk {
 			// A full run: deltas come fast, so this one will most likely fill
 			// up too. Growing it by doubling would allocate twice as much.
 			buf = make([]Delta[T], 0, runChunk)
@@ -320,7 +323,7 @@ func (f *FIFO[T]) Resync() error {
 	if f.known == nil {
 		return nil
 	}
-	if n := len(f.units); n > 0 && f.units[n-1].kind == resyncUnit {
+	if n := len(f.units); n > 0 && f.units[n-1].kind == resyncUnit && !f.units[n-1].ready {
 		return nil
 	}
 	f.units = append(f.units, unit[T]{kind: resyncUnit})
@@ -331,9 +334,10 @@ func (f *FIFO[T]) Resync() error {
 // Pop waits for the next batch and calls fn with it, without holding the FIFO's lock.
 //
 // If fn returns an error, Pop returns it and the batch is not lost: it goes back to
-// the front of the queue unchanged (a relist keeps the deletions already computed)
-// and the next Pop hands it out again, so fn should be idempotent or apply a batch all
-// or nothing. The same happens if fn panics (the panic continues).
+// the front of the queue unchanged (a relist keeps the deletions already computed, a
+// resync its Sync deltas and its Resync flag) and the next Pop hands it out again, so
+// fn should be idempotent or apply a batch all or nothing. The same happens if fn
+// panics (the panic continues).
 //
 // Every Replace and Resync call that is not merged yields exactly one batch, which may
 // be empty (a resync when every known key has a newer delta queued, or nothing is
@@ -380,7 +384,7 @@ func (f *FIFO[T]) next(ctx context.Context) (unit[T], map[string]struct{}, error
 	u := f.takeLocked()
 	f.inflight = true
 	var skip map[string]struct{}
-	if u.kind == resyncUnit {
+	if u.kind == resyncUnit && !u.ready {
 		skip = f.queuedKeysLocked()
 	}
 	return u, skip, nil
@@ -491,6 +495,9 @@ func (f *FIFO[T]) materialize(u unit[T], skip map[string]struct{}) Batch[T] {
 		}
 		return b
 	case resyncUnit:
+		if u.ready {
+			return Batch[T]{Deltas: u.deltas, Resync: true}
+		}
 		var deltas []Delta[T]
 		for _, k := range f.known.ListKeys() {
 			if _, newer := skip[k]; newer {
@@ -570,8 +577,11 @@ func (f *FIFO[T]) finish(b Batch[T], ok bool, orig *unit[T]) {
 		return
 	}
 	kind := runUnit
-	if b.Relist {
+	switch {
+	case b.Relist:
 		kind = relistUnit
+	case b.Resync:
+		kind = resyncUnit
 	}
 	f.units = append(f.units, unit[T]{})
 	copy(f.units[1:], f.units)
