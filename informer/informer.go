@@ -605,6 +605,10 @@ func (inf *Informer[T]) dispatch(d *dispatch[T]) {
 	}
 	for _, r := range inf.joining {
 		inf.joinLocked(r)
+		if r.resync > 0 {
+			// The resync loop only sees handlers in regs: tell it about this one.
+			inf.wakeResync()
+		}
 	}
 	clear(inf.joining)
 	inf.joining = inf.joining[:0]

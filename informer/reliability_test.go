@@ -298,3 +298,43 @@ func checkGood(t *testing.T, s *reflectortest.Server[cm], inf *informer.Informer
 		r.check(t)
 	}
 }
+
+// TestResyncOfHandlerAddedDuringBatch: a handler with a resync period, added while
+// the informer is applying a batch (so that it joins once the batch is dispatched),
+// is resynced on its period like any other handler.
+func TestResyncOfHandlerAddedDuringBatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newServer(t, reflectortest.Config{}, 2)
+		hold, held := make(chan struct{}), make(chan struct{})
+		inf := informer.New(srv, informer.Config[cm]{Indexers: indexer.Indexers[cm]{
+			"hold": func(c cm) ([]string, error) {
+				if c.Name == "hold" {
+					close(held)
+					<-hold
+				}
+				return nil, nil
+			},
+		}})
+		start(t, inf)
+		synctest.Wait()
+		mustCreate(t, srv, configMap("hold"))
+		<-held // the pop loop is applying the batch of "hold"
+		rec := newRecorder()
+		mustAdd(t, inf, rec, informer.HandlerOptions{ResyncPeriod: time.Second})
+		synctest.Wait() // the resync loop has taken the wake-up of AddHandler
+		close(hold)
+		synctest.Wait()
+		rec.takeCalls()
+		time.Sleep(5*time.Second + time.Millisecond)
+		synctest.Wait()
+		syncs := 0
+		for _, c := range rec.takeCalls() {
+			if strings.HasPrefix(c, "sync ") {
+				syncs++
+			}
+		}
+		if syncs != 5*3 {
+			t.Errorf("%d resync calls in 5s with a period of 1s and 3 cached objects, want 15", syncs)
+		}
+	})
+}

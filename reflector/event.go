@@ -156,7 +156,7 @@ func (u *undecodable) key() string {
 }
 
 func (u *undecodable) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
-func (u *undecodable) DeepCopyObject() runtime.Object  { c := *u; return &c }
+func (u *undecodable) DeepCopyObject() runtime.Object   { c := *u; return &c }
 
 // decode is decodeEvent with the result as an event[T], for code that
 // switches on its type.

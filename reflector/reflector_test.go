@@ -850,7 +850,6 @@ func TestTransform(t *testing.T) {
 	})
 }
 
-
 func TestBookmarks(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		srv := newServer(t, reflectortest.Config{}, 2)
