@@ -1,0 +1,765 @@
+package reflector
+
+// This file checks the reflector against the behaviour client-go's
+// tools/cache reflector is tested for (reflector_test.go,
+// reflector_watchlist_test.go, listwatch_test.go and tools/pager), restated
+// for ctrlkit's API. Each test names the client-go tests whose semantics it
+// covers. Where ctrlkit deliberately behaves otherwise, the test checks
+// ctrlkit's documented behaviour and the difference is recorded in
+// notes/deviations-reflector.md.
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/ctrlkit/ctrlkit/reflector/reflectortest"
+)
+
+// cmAt is the ConfigMap ns/name as the server would send it at rv.
+func cmAt(name, rv string) configMap {
+	c := cm("ns", name)
+	c.ResourceVersion = rv
+	return c
+}
+
+// endOfInitialEvents is the bookmark that closes a streaming list at rv.
+func endOfInitialEvents(rv string) configMap {
+	b := &corev1.ConfigMap{}
+	b.ResourceVersion = rv
+	b.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: "true"}
+	return b
+}
+
+// testWatch is a watch a test drives. Events sent are buffered; end closes
+// the stream as a server does; Stop is counted and leaves the stream as it
+// is, so a test can tell whether the reflector stopped it.
+type testWatch struct {
+	ch   chan watch.Event
+	ctx  context.Context // the request's context
+	opts metav1.ListOptions
+
+	mu    sync.Mutex
+	stops int
+	ended bool
+}
+
+func newTestWatch(ctx context.Context, opts metav1.ListOptions) *testWatch {
+	return &testWatch{ch: make(chan watch.Event, 100), ctx: ctx, opts: opts}
+}
+
+func (w *testWatch) Stop() {
+	w.mu.Lock()
+	w.stops++
+	w.mu.Unlock()
+}
+
+func (w *testWatch) ResultChan() <-chan watch.Event { return w.ch }
+
+// send queues one event.
+func (w *testWatch) send(typ watch.EventType, obj runtime.Object) {
+	w.ch <- watch.Event{Type: typ, Object: obj}
+}
+
+// fail queues an Error event carrying err's status.
+func (w *testWatch) fail(err apierrors.APIStatus) {
+	st := err.Status()
+	w.send(watch.Error, &st)
+}
+
+// end closes the stream, once.
+func (w *testWatch) end() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.ended {
+		w.ended = true
+		close(w.ch)
+	}
+}
+
+func (w *testWatch) stopped() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stops
+}
+
+// driver is a ListerWatcher scripted by a test: list answers each LIST, and
+// watchErr, if set, may refuse the n-th watch request (0-based); other
+// watches are testWatches the test drives. It records every request and
+// when it came.
+type driver struct {
+	list     func(opts metav1.ListOptions) ([]configMap, metav1.ListMeta, error)
+	watchErr func(n int, opts metav1.ListOptions) error
+
+	mu      sync.Mutex
+	reqs    []reflectortest.Request
+	times   []time.Time
+	watches []*testWatch
+	nWatch  int
+}
+
+func (d *driver) List(ctx context.Context, opts metav1.ListOptions) ([]configMap, metav1.ListMeta, error) {
+	d.mu.Lock()
+	d.reqs = append(d.reqs, reflectortest.Request{Verb: reflectortest.List, Options: opts})
+	d.times = append(d.times, time.Now())
+	d.mu.Unlock()
+	if d.list == nil {
+		return nil, metav1.ListMeta{}, errors.New("no list scripted")
+	}
+	return d.list(opts)
+}
+
+func (d *driver) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	d.mu.Lock()
+	d.reqs = append(d.reqs, reflectortest.Request{Verb: reflectortest.Watch, Options: opts})
+	d.times = append(d.times, time.Now())
+	n := d.nWatch
+	d.nWatch++
+	d.mu.Unlock()
+	if d.watchErr != nil {
+		if err := d.watchErr(n, opts); err != nil {
+			return nil, err
+		}
+	}
+	w := newTestWatch(ctx, opts)
+	d.mu.Lock()
+	d.watches = append(d.watches, w)
+	d.mu.Unlock()
+	return w, nil
+}
+
+// requests returns the requests so far, as describe summarises them.
+func (d *driver) requests() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return describe(d.reqs)
+}
+
+// options returns the options of every request so far.
+func (d *driver) options() []metav1.ListOptions {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]metav1.ListOptions, len(d.reqs))
+	for i, r := range d.reqs {
+		out[i] = r.Options
+	}
+	return out
+}
+
+// requestTimes returns when each request came, in order.
+func (d *driver) requestTimes() []time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.times)
+}
+
+// watch returns the i-th watch handed out (0-based); it fails the test if
+// there is none.
+func (d *driver) watch(t *testing.T, i int) *testWatch {
+	t.Helper()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if i >= len(d.watches) {
+		t.Fatalf("watch %d was never opened (%d opened): requests %v", i, len(d.watches), describe(d.reqs))
+	}
+	return d.watches[i]
+}
+
+// listOf answers every LIST with items at rv, in one page.
+func listOf(rv string, items ...configMap) func(metav1.ListOptions) ([]configMap, metav1.ListMeta, error) {
+	return func(metav1.ListOptions) ([]configMap, metav1.ListMeta, error) {
+		out := make([]configMap, len(items))
+		for i, c := range items {
+			out[i] = c.DeepCopy()
+		}
+		return out, metav1.ListMeta{ResourceVersion: rv}, nil
+	}
+}
+
+// checkCalls compares the store's calls with want.
+func checkCalls(t *testing.T, st *memStore[configMap], want []storeCall) {
+	t.Helper()
+	if diff := cmp.Diff(want, st.Calls(), cmp.AllowUnexported(storeCall{}), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("store calls (-want +got):\n%s", diff)
+	}
+}
+
+// TestConformanceNothingHappensAfterStop covers client-go
+// TestReflectorWatchStoppedBefore, TestReflectorStopWatch and
+// TestReflectorHandleWatchStoppedBefore: with its context already done, Run
+// sends no request, calls no store method and returns nil.
+func TestConformanceNothingHappensAfterStop(t *testing.T) {
+	for _, mode := range []WatchListMode{WatchListAuto, WatchListOn, WatchListOff} {
+		d := &driver{list: listOf("1", cmAt("a", "1"))}
+		st := newMemStore[configMap]()
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		r := New[configMap](d, st, Config[configMap]{WatchList: mode})
+		if err := r.Run(ctx); err != nil {
+			t.Errorf("%v: Run = %v, want nil", mode, err)
+		}
+		if reqs := d.requests(); len(reqs) != 0 {
+			t.Errorf("%v: requests after stop: %v", mode, reqs)
+		}
+		if calls := st.Calls(); len(calls) != 0 {
+			t.Errorf("%v: store calls after stop: %v", mode, calls)
+		}
+		if h := r.Health(); h.State != StateStopped || h.Synced {
+			t.Errorf("%v: health = %+v", mode, h)
+		}
+	}
+}
+
+// TestConformanceStopEndsTheWatch covers client-go TestRunUntil,
+// TestReflectorWatchStoppedAfter and TestReflectorHandleWatchStoppedAfter:
+// cancelling Run's context while a watch is open stops that watch and ends
+// the context of its request, whether it is a plain watch or the stream of a
+// streaming list kept after the list, and Run returns nil.
+func TestConformanceStopEndsTheWatch(t *testing.T) {
+	for _, mode := range []WatchListMode{WatchListOff, WatchListOn} {
+		t.Run(mode.String(), func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
+				d := &driver{list: listOf("1")}
+				r := New[configMap](d, newMemStore[configMap](), Config[configMap]{WatchList: mode})
+				rr := start(t, r)
+				synctest.Wait()
+				w := d.watch(t, 0)
+				if mode == WatchListOn {
+					w.send(watch.Bookmark, endOfInitialEvents("1"))
+				}
+				w.send(watch.Added, cmAt("a", "2"))
+				synctest.Wait()
+				if h := r.Health(); h.State != StateWatching || h.LastResourceVersion != "2" {
+					t.Fatalf("health while watching = %+v", h)
+				}
+				if n := w.stopped(); n != 0 {
+					t.Fatalf("the watch was stopped %d times before Run was", n)
+				}
+				if err := rr.stop(); err != nil {
+					t.Errorf("Run = %v, want nil", err)
+				}
+				if w.stopped() == 0 {
+					t.Error("Run returned without stopping its watch")
+				}
+				if w.ctx.Err() == nil {
+					t.Error("Run returned with the watch request's context still live")
+				}
+				if got := d.requests(); len(got) != map[WatchListMode]int{WatchListOff: 2, WatchListOn: 1}[mode] {
+					t.Errorf("requests = %v", got)
+				}
+			})
+		})
+	}
+}
+
+// TestConformanceErrorEventEndsTheWatch covers client-go
+// TestCloseWatchChannelOnError: a watch that delivers an Error event is
+// stopped at once and never read again; the reflector watches anew from the
+// last resourceVersion after a backoff.
+func TestConformanceErrorEventEndsTheWatch(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		d := &driver{list: listOf("1", cmAt("a", "1"))}
+		st := newMemStore[configMap]()
+		r := New[configMap](d, st, Config[configMap]{WatchList: WatchListOff})
+		start(t, r)
+		synctest.Wait()
+		w := d.watch(t, 0)
+		w.send(watch.Added, cmAt("b", "2"))
+		w.fail(apierrors.NewServiceUnavailable("etcd leader changed"))
+		w.send(watch.Added, cmAt("late", "3")) // after the error: never read
+		synctest.Wait()
+		if w.stopped() == 0 {
+			t.Error("the watch that failed was not stopped")
+		}
+		h := r.Health()
+		if h.State != StateBackingOff || !apierrors.IsServiceUnavailable(h.LastError) || h.LastResourceVersion != "2" {
+			t.Errorf("health after the Error event = %+v", h)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if diff := cmp.Diff([]string{"list rv=0 limit=500", "watch rv=1", "watch rv=2"}, d.requests()); diff != "" {
+			t.Errorf("requests (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]string{"ns/a@1", "ns/b@2"}, st.Contents()); diff != "" {
+			t.Errorf("store (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestConformanceShortWatch covers client-go
+// TestReflectorHandleWatchResultChanClosedBefore and
+// TestReflectorHandleWatchResultChanClosedAfter: a watch whose stream closes
+// within a second without any event is a failure (client-go's
+// VeryShortWatchError, ctrlkit's errShortWatch) and is backed off; one that
+// closes later without events is a normal end, reopened at once. Either way
+// the watch is stopped.
+func TestConformanceShortWatch(t *testing.T) {
+	for _, tc := range []struct {
+		openFor time.Duration
+		failure bool
+	}{
+		{0, true},
+		{10 * time.Millisecond, true},
+		{shortWatch - time.Millisecond, true},
+		{shortWatch, false},
+		{2 * time.Second, false},
+	} {
+		t.Run(tc.openFor.String(), func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
+				d := &driver{list: listOf("1")}
+				r := New[configMap](d, newMemStore[configMap](), Config[configMap]{WatchList: WatchListOff})
+				start(t, r)
+				synctest.Wait()
+				time.Sleep(tc.openFor)
+				w := d.watch(t, 0)
+				closed := time.Now()
+				w.end()
+				synctest.Wait()
+				if w.stopped() == 0 {
+					t.Error("the closed watch was not stopped")
+				}
+				h := r.Health()
+				if tc.failure {
+					if h.State != StateBackingOff || !errors.Is(h.LastError, errShortWatch) || h.ConsecutiveFailures != 1 {
+						t.Errorf("health = %+v, want backing off after a short watch", h)
+					}
+					return
+				}
+				if h.State != StateWatching || h.Stats.Failures != 0 {
+					t.Errorf("health = %+v, want watching again without failure", h)
+				}
+				if at := d.requestTimes(); len(at) != 3 || !at[2].Equal(closed) {
+					t.Errorf("requests %v at %v, want a new watch at %v", d.requests(), at, closed)
+				}
+			})
+		})
+	}
+}
+
+// TestConformanceWatchEventsReachTheStore covers client-go
+// TestReflectorWatchHandler and TestReflectorResourceVersionUpdate: Added,
+// Modified and Deleted events become Add, Update and Delete calls in the
+// order they came; a bookmark reaches a BookmarkStore; after each event the
+// reflector's resourceVersion is that event's, even when it sorts before an
+// earlier one (resourceVersions are opaque), and the next watch starts there.
+func TestConformanceWatchEventsReachTheStore(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		d := &driver{list: listOf("10", cmAt("foo", "1"), cmAt("bar", "2"))}
+		st := newMemStore[configMap]()
+		r := New[configMap](d, st, Config[configMap]{WatchList: WatchListOff})
+		start(t, r)
+		synctest.Wait()
+		w := d.watch(t, 0)
+		for _, step := range []struct {
+			typ    watch.EventType
+			obj    configMap
+			wantRV string
+		}{
+			{watch.Deleted, cmAt("foo", "11"), "11"},
+			{watch.Modified, cmAt("bar", "55"), "55"},
+			{watch.Added, cmAt("baz", "32"), "32"},
+			{watch.Bookmark, cmAt("", "60"), "60"},
+			{watch.Deleted, cmAt("baz", "70"), "70"},
+		} {
+			w.send(step.typ, step.obj)
+			synctest.Wait()
+			if got := r.LastSyncResourceVersion(); got != step.wantRV {
+				t.Errorf("after %s@%s: LastSyncResourceVersion = %q, want %q", step.typ, step.obj.ResourceVersion, got, step.wantRV)
+			}
+		}
+		checkCalls(t, st, []storeCall{
+			{op: "replace", rv: "10", size: 2},
+			{op: "delete", key: "ns/foo", rv: "11"},
+			{op: "update", key: "ns/bar", rv: "55"},
+			{op: "add", key: "ns/baz", rv: "32"},
+			{op: "bookmark", rv: "60"},
+			{op: "delete", key: "ns/baz", rv: "70"},
+		})
+		if diff := cmp.Diff([]string{"ns/bar@55"}, st.Contents()); diff != "" {
+			t.Errorf("store (-want +got):\n%s", diff)
+		}
+		time.Sleep(2 * time.Second)
+		w.end()
+		synctest.Wait()
+		if diff := cmp.Diff([]string{"list rv=0 limit=500", "watch rv=10", "watch rv=70"}, d.requests()); diff != "" {
+			t.Errorf("requests (-want +got):\n%s", diff)
+		}
+		if h := r.Health(); h.Stats.Events != 4 {
+			t.Errorf("Stats.Events = %d, want 4 (a bookmark is not an event)", h.Stats.Events)
+		}
+	})
+}
+
+// TestConformanceRequestOptions covers client-go TestReflectorListAndWatch
+// and the request options TestWatchList checks: a streaming list asks for
+// sendInitialEvents, bookmarks and resourceVersionMatch NotOlderThan at the
+// most recent resourceVersion (""); the LIST way first lists at
+// resourceVersion "0" (the watch cache answers) with a limit of 500, then
+// watches from the list's resourceVersion with bookmarks. Every watch, and no
+// LIST, carries a timeout. Objects changed after the list reach the store
+// with their last state.
+func TestConformanceRequestOptions(t *testing.T) {
+	yes := true
+	for _, tc := range []struct {
+		mode WatchListMode
+		want []metav1.ListOptions
+	}{
+		{WatchListAuto, []metav1.ListOptions{
+			{ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, SendInitialEvents: &yes, AllowWatchBookmarks: true},
+		}},
+		{WatchListOff, []metav1.ListOptions{
+			{ResourceVersion: "0", Limit: 500},
+			{ResourceVersion: "1", AllowWatchBookmarks: true},
+		}},
+	} {
+		t.Run(tc.mode.String(), func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
+				d := &driver{list: listOf("1", cmAt("foo", "1"))}
+				st := newMemStore[configMap]()
+				r := New[configMap](d, st, Config[configMap]{WatchList: tc.mode})
+				start(t, r)
+				synctest.Wait()
+				w := d.watch(t, 0)
+				if tc.mode == WatchListAuto {
+					w.send(watch.Added, cmAt("foo", "1"))
+					w.send(watch.Bookmark, endOfInitialEvents("1"))
+				}
+				w.send(watch.Modified, cmAt("foo", "2"))
+				for i, name := range []string{"bar", "baz", "qux", "zoo"} {
+					w.send(watch.Added, cmAt(name, strconv.Itoa(3+i)))
+				}
+				synctest.Wait()
+				want := []string{"ns/bar@3", "ns/baz@4", "ns/foo@2", "ns/qux@5", "ns/zoo@6"}
+				if diff := cmp.Diff(want, st.Contents()); diff != "" {
+					t.Errorf("store (-want +got):\n%s", diff)
+				}
+				got := d.options()
+				for i, o := range got {
+					if (o.TimeoutSeconds == nil) != (o.Limit > 0) {
+						t.Errorf("request %d: timeoutSeconds %v with limit %d: watches, and only they, carry a timeout", i, o.TimeoutSeconds, o.Limit)
+					}
+				}
+				if diff := cmp.Diff(tc.want, got, cmpopts.IgnoreFields(metav1.ListOptions{}, "TimeoutSeconds")); diff != "" {
+					t.Errorf("request options (-want +got):\n%s", diff)
+				}
+			})
+		})
+	}
+}
+
+// TestConformanceListAndWatchErrors covers client-go
+// TestReflectorListAndWatchWithErrors: failed lists and watches are retried
+// until the store holds what the server holds, and changes made while the
+// reflector could not watch are not lost. client-go lists again after a
+// failed watch; ctrlkit watches again from the last resourceVersion instead
+// (see the deviations), so after the first successful list there is none.
+func TestConformanceListAndWatchErrors(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		srv := newServer(t, reflectortest.Config{}, 2)
+		srv.FailNext(reflectortest.List, errUnavailable)
+		srv.FailNext(reflectortest.Watch, errUnavailable)
+		st := newMemStore[configMap]()
+		r := New(srv, st, Config[configMap]{WatchList: WatchListOff})
+		start(t, r)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		checkInSync(t, srv, st)
+		checkRequests(t, srv, []string{"list rv=0 limit=500", "list rv=0 limit=500", "watch rv=2", "watch rv=2"})
+
+		mustCreate(t, srv, cm("ns", "foo"))
+		mustCreate(t, srv, cm("ns", "bar"))
+		synctest.Wait()
+		checkInSync(t, srv, st)
+
+		// The watch breaks and the next two fail; meanwhile the collection
+		// changes.
+		time.Sleep(2 * time.Second)
+		srv.FailNext(reflectortest.Watch, errUnavailable, errUnavailable)
+		srv.BreakWatches(errUnavailable)
+		synctest.Wait()
+		if _, err := srv.Delete("ns", "foo"); err != nil {
+			t.Fatal(err)
+		}
+		mustCreate(t, srv, cm("ns", "qux"))
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		checkInSync(t, srv, st)
+		checkRequests(t, srv, []string{
+			"list rv=0 limit=500", "list rv=0 limit=500", "watch rv=2", "watch rv=2",
+			"watch rv=4", "watch rv=4", "watch rv=4",
+		})
+		if h := r.Health(); h.Stats.Failures != 5 || h.Stats.Lists != 1 || h.ConsecutiveFailures != 0 {
+			t.Errorf("health = %+v", h)
+		}
+	})
+}
+
+// watchDelays returns the delays between consecutive watch requests of d.
+func watchDelays(d *driver) []time.Duration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var at []time.Time
+	for i, r := range d.reqs {
+		if r.Verb == reflectortest.Watch {
+			at = append(at, d.times[i])
+		}
+	}
+	var out []time.Duration
+	for i := 1; i < len(at); i++ {
+		out = append(out, at[i].Sub(at[i-1]))
+	}
+	return out
+}
+
+// refuseWatches makes a driver's first n watch requests fail with err.
+func refuseWatches(n int, err error) func(int, metav1.ListOptions) error {
+	return func(i int, _ metav1.ListOptions) error {
+		if i < n {
+			return err
+		}
+		return nil
+	}
+}
+
+// TestConformanceBackoffSequence covers client-go
+// TestNewReflectorWithCustomBackoff and
+// TestReflectorListAndWatchInitConnBackoff: watches refused with "connection
+// refused" are retried, from the same resourceVersion and without a new
+// list, after delays that start at Backoff.Initial and grow by Factor up to
+// Max. Without jitter the delays are exact (10+20+40+80+100 ms, as in
+// client-go's test); with jitter each falls in ((1-Jitter)·d, d], where
+// client-go's falls in [d, (1+Jitter)·d) (see the deviations).
+func TestConformanceBackoffSequence(t *testing.T) {
+	t.Run("no jitter", func(t *testing.T) {
+		bubble(t, func(t *testing.T) {
+			d := &driver{list: listOf("1"), watchErr: refuseWatches(5, syscall.ECONNREFUSED)}
+			cfg := Config[configMap]{WatchList: WatchListOff, Backoff: Backoff{
+				Initial: 10 * time.Millisecond, Factor: 2, Max: 100 * time.Millisecond, Jitter: -1,
+			}}
+			r := New[configMap](d, newMemStore[configMap](), cfg)
+			start(t, r)
+			time.Sleep(time.Second)
+			synctest.Wait()
+			want := []time.Duration{10, 20, 40, 80, 100}
+			for i := range want {
+				want[i] *= time.Millisecond
+			}
+			if diff := cmp.Diff(want, watchDelays(d)); diff != "" {
+				t.Errorf("delays between watches (-want +got):\n%s", diff)
+			}
+			reqs := d.requests()
+			if len(reqs) != 7 || reqs[0] != "list rv=0 limit=500" || slices.ContainsFunc(reqs[1:], func(s string) bool { return s != "watch rv=1" }) {
+				t.Errorf("requests = %v, want one list and six watches from 1", reqs)
+			}
+			if h := r.Health(); h.State != StateWatching || !errors.Is(h.LastError, syscall.ECONNREFUSED) || h.Stats.Failures != 5 {
+				t.Errorf("health = %+v", h)
+			}
+		})
+	})
+	t.Run("jitter", func(t *testing.T) {
+		bubble(t, func(t *testing.T) {
+			const failures = 40
+			d := &driver{list: listOf("1"), watchErr: refuseWatches(failures, syscall.ECONNREFUSED)}
+			cfg := Config[configMap]{WatchList: WatchListOff, Backoff: Backoff{
+				Initial: time.Millisecond, Factor: 2, Max: 50 * time.Millisecond, Jitter: 0.5,
+			}}
+			start(t, New[configMap](d, newMemStore[configMap](), cfg))
+			time.Sleep(10 * time.Second)
+			synctest.Wait()
+			delays := watchDelays(d)
+			if len(delays) != failures {
+				t.Fatalf("%d retries, want %d", len(delays), failures)
+			}
+			base, distinct := time.Millisecond, map[time.Duration]bool{}
+			for i, got := range delays {
+				if got <= base/2 || got > base {
+					t.Errorf("delay %d = %v, want in (%v, %v]", i, got, base/2, base)
+				}
+				if base == 50*time.Millisecond {
+					distinct[got] = true
+				}
+				base = min(2*base, 50*time.Millisecond)
+			}
+			if len(distinct) < 10 {
+				t.Errorf("capped delays take %d distinct values, want them jittered", len(distinct))
+			}
+		})
+	})
+}
+
+// TestConformanceBackoffResetsAfterHealthyPeriod covers the reset client-go
+// configures with DelayWithReset (exercised by
+// TestReflectorListAndWatchInitConnBackoff): once the reflector has been
+// watching for Backoff.ResetAfter, the next failure waits Backoff.Initial
+// again; after a shorter healthy spell the delays keep growing.
+func TestConformanceBackoffResetsAfterHealthyPeriod(t *testing.T) {
+	for _, tc := range []struct {
+		healthy time.Duration
+		want    time.Duration
+	}{
+		{150 * time.Millisecond, 10 * time.Millisecond},
+		{100 * time.Millisecond, 10 * time.Millisecond},
+		{50 * time.Millisecond, 160 * time.Millisecond},
+	} {
+		t.Run(tc.healthy.String(), func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
+				d := &driver{list: listOf("1"), watchErr: refuseWatches(4, syscall.ECONNREFUSED)}
+				cfg := Config[configMap]{WatchList: WatchListOff, Backoff: Backoff{
+					Initial: 10 * time.Millisecond, Factor: 2, Max: time.Second, Jitter: -1, ResetAfter: 100 * time.Millisecond,
+				}}
+				start(t, New[configMap](d, newMemStore[configMap](), cfg))
+				time.Sleep(150 * time.Millisecond) // 10+20+40+80 ms of backoff
+				synctest.Wait()
+				if len(d.requests()) != 6 {
+					t.Fatalf("requests = %v, want the fifth watch open", d.requests())
+				}
+				time.Sleep(tc.healthy)
+				d.watch(t, 0).fail(apierrors.NewInternalError(errBoom))
+				time.Sleep(time.Second)
+				synctest.Wait()
+				delays := watchDelays(d)
+				if len(delays) != 5 {
+					t.Fatalf("delays between watches = %v, want 5", delays)
+				}
+				if got := delays[4] - tc.healthy; got != tc.want {
+					t.Errorf("after %v healthy the delay is %v, want %v", tc.healthy, got, tc.want)
+				}
+			})
+		})
+	}
+}
+
+// TestConformanceTooManyRequests covers client-go
+// TestBackoffOnTooManyRequests, TestNoRelistOnTooManyRequests and the
+// TestWatchList case "checks if the reflector retries 429": a 429 answer,
+// to the watch request or as an Error event, backs off and watches again
+// from the same resourceVersion without listing again; a 429 to a streaming
+// list is retried as a streaming list, not replaced by a LIST. ctrlkit also
+// waits at least the server's Retry-After (client-go's reflector ignores it).
+func TestConformanceTooManyRequests(t *testing.T) {
+	busy := apierrors.NewTooManyRequests("busy, check again later", 2)
+	t.Run("watch", func(t *testing.T) {
+		bubble(t, func(t *testing.T) {
+			// Watches 0 and 2 are refused; 1 fails with an Error event; 3 works.
+			d := &driver{list: listOf("7", cmAt("a", "7")), watchErr: func(n int, _ metav1.ListOptions) error {
+				if n == 0 || n == 2 {
+					return busy
+				}
+				return nil
+			}}
+			r := New[configMap](d, newMemStore[configMap](), Config[configMap]{WatchList: WatchListOff})
+			start(t, r)
+			synctest.Wait()
+			time.Sleep(2 * time.Second)
+			synctest.Wait()
+			d.watch(t, 0).fail(busy)
+			time.Sleep(time.Minute)
+			synctest.Wait()
+			want := []string{"list rv=0 limit=500", "watch rv=7", "watch rv=7", "watch rv=7", "watch rv=7"}
+			if diff := cmp.Diff(want, d.requests()); diff != "" {
+				t.Errorf("requests (-want +got):\n%s", diff)
+			}
+			for i, got := range watchDelays(d) {
+				if got < 2*time.Second {
+					t.Errorf("retry %d after %v, before the server's Retry-After of 2s", i, got)
+				}
+			}
+			if h := r.Health(); h.State != StateWatching || h.Stats.Lists != 1 || h.Stats.Failures != 3 || !apierrors.IsTooManyRequests(h.LastError) {
+				t.Errorf("health = %+v", h)
+			}
+		})
+	})
+	t.Run("streaming list", func(t *testing.T) {
+		bubble(t, func(t *testing.T) {
+			d := &driver{watchErr: refuseWatches(2, busy)}
+			st := newMemStore[configMap]()
+			r := New[configMap](d, st, Config[configMap]{})
+			start(t, r)
+			time.Sleep(time.Minute)
+			synctest.Wait()
+			w := d.watch(t, 0)
+			w.send(watch.Added, cmAt("p1", "1"))
+			w.send(watch.Bookmark, endOfInitialEvents("2"))
+			synctest.Wait()
+			if diff := cmp.Diff([]string{"stream rv=", "stream rv=", "stream rv="}, d.requests()); diff != "" {
+				t.Errorf("requests (-want +got):\n%s", diff)
+			}
+			checkCalls(t, st, []storeCall{{op: "replace", rv: "2", size: 1}})
+			if h := r.Health(); !h.Synced || h.Stats.StreamingLists != 1 || h.Stats.Failures != 2 {
+				t.Errorf("health = %+v", h)
+			}
+		})
+	})
+}
+
+// TestConformanceInternalErrorsNeverForceARelist covers client-go
+// TestRetryInternalError. client-go retries a watch failing with an internal
+// error (500) only for MaxInternalErrorRetryDuration, then lists again;
+// ctrlkit backs off and watches again from the last resourceVersion for as
+// long as such errors last (see the deviations), and loses no change made
+// meanwhile.
+func TestConformanceInternalErrorsNeverForceARelist(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		srv := newServer(t, reflectortest.Config{}, 3)
+		st := newMemStore[configMap]()
+		r := New(srv, st, Config[configMap]{WatchList: WatchListOff})
+		start(t, r)
+		synctest.Wait()
+		var mu sync.Mutex
+		failing := true
+		internal := apierrors.NewInternalError(errors.New("etcdserver: no leader"))
+		srv.SetHook(func(req reflectortest.Request) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if failing {
+				return internal
+			}
+			return nil
+		})
+		time.Sleep(2 * time.Second)
+		srv.BreakWatches(internal) // an Error event, then refused watches
+		synctest.Wait()
+		mustCreate(t, srv, cm("ns", "new"))
+		if _, err := srv.Delete("ns", "cm-1"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Minute)
+		mu.Lock()
+		failing = false
+		mu.Unlock()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		checkInSync(t, srv, st)
+		watches := requestsOf(srv.Requests(), reflectortest.Watch)
+		if len(requestsOf(srv.Requests(), reflectortest.List)) != 1 {
+			t.Errorf("requests = %v, want a single list", describe(srv.Requests()))
+		}
+		for _, w := range watches {
+			if w.Options.ResourceVersion != "3" {
+				t.Errorf("a watch from %q, want every watch from 3", w.Options.ResourceVersion)
+			}
+		}
+		// Delays doubling from 0.4–0.8s to 15–30s: at least a dozen retries
+		// in six minutes, and no more than about thirty.
+		if len(watches) < 12 || len(watches) > 35 {
+			t.Errorf("%d watches in six minutes", len(watches))
+		}
+		if h := r.Health(); h.State != StateWatching || h.Stats.Expired != 0 || h.ConsecutiveFailures != 0 {
+			t.Errorf("health = %+v", h)
+		}
+	})
+}
