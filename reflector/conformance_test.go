@@ -11,6 +11,7 @@ package reflector
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"sync"
@@ -759,6 +760,339 @@ func TestConformanceInternalErrorsNeverForceARelist(t *testing.T) {
 			t.Errorf("%d watches in six minutes", len(watches))
 		}
 		if h := r.Health(); h.State != StateWatching || h.Stats.Expired != 0 || h.ConsecutiveFailures != 0 {
+			t.Errorf("health = %+v", h)
+		}
+	})
+}
+
+// paged answers LISTs from n objects cm-0 … cm-(n-1) at rv, as a server
+// without watch cache does: a request with a limit gets at most
+// min(limit, page) items and a continue token, the offset of the next item.
+// expire, if set, is asked before each continue request and may refuse it.
+func paged(rv string, n, page int, expire func(opts metav1.ListOptions) error) func(metav1.ListOptions) ([]configMap, metav1.ListMeta, error) {
+	return func(opts metav1.ListOptions) ([]configMap, metav1.ListMeta, error) {
+		off := 0
+		if opts.Continue != "" {
+			if expire != nil {
+				if err := expire(opts); err != nil {
+					return nil, metav1.ListMeta{}, err
+				}
+			}
+			off, _ = strconv.Atoi(opts.Continue)
+		}
+		end := n
+		if opts.Limit > 0 {
+			end = min(n, off+min(int(opts.Limit), page))
+		}
+		var items []configMap
+		for i := off; i < end; i++ {
+			items = append(items, cmAt("cm-"+strconv.Itoa(i), rv))
+		}
+		lm := metav1.ListMeta{ResourceVersion: rv}
+		if end < n {
+			lm.Continue = strconv.Itoa(end)
+		}
+		return items, lm, nil
+	}
+}
+
+// TestConformancePagination covers client-go TestListPager_List (empty
+// list, one page, one full page, two and three pages) and
+// TestReflectorWatchListPageSize: a list is read page by page with
+// Config.PageSize as the limit; a continue request carries the token, the
+// limit and no resourceVersion; the list's resourceVersion is the first
+// page's; the store gets one Replace holding the items of every page.
+func TestConformancePagination(t *testing.T) {
+	for _, n := range []int{0, 3, 4, 8, 10} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
+				d := &driver{list: paged("10", n, 1000, nil)}
+				st := newMemStore[configMap]()
+				r := New[configMap](d, st, Config[configMap]{WatchList: WatchListOff, PageSize: 4})
+				start(t, r)
+				synctest.Wait()
+				want := []metav1.ListOptions{{ResourceVersion: "0", Limit: 4}}
+				for off := 4; off < n; off += 4 {
+					want = append(want, metav1.ListOptions{Continue: strconv.Itoa(off), Limit: 4})
+				}
+				want = append(want, metav1.ListOptions{ResourceVersion: "10", AllowWatchBookmarks: true})
+				if diff := cmp.Diff(want, d.options(), cmpopts.IgnoreFields(metav1.ListOptions{}, "TimeoutSeconds")); diff != "" {
+					t.Errorf("request options (-want +got):\n%s", diff)
+				}
+				checkCalls(t, st, []storeCall{{op: "replace", rv: "10", size: n}})
+				if len(st.Contents()) != n {
+					t.Errorf("store holds %d objects, want %d", len(st.Contents()), n)
+				}
+				if h := r.Health(); h.Stats.ListedObjects != int64(n) || h.Stats.Lists != 1 || !h.Synced {
+					t.Errorf("health = %+v", h)
+				}
+			})
+		})
+	}
+}
+
+// TestConformancePageErrorRestartsTheList covers the TestListPager_List
+// case of a page that fails: a failure on a continue page, other than an
+// expired token, fails the whole list; nothing is stored, and after a
+// backoff the list starts again from its first page at the same
+// resourceVersion.
+func TestConformancePageErrorRestartsTheList(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		var mu sync.Mutex
+		failures := 1
+		d := &driver{list: paged("10", 10, 1000, func(metav1.ListOptions) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if failures > 0 {
+				failures--
+				return errUnavailable
+			}
+			return nil
+		})}
+		st := newMemStore[configMap]()
+		r := New[configMap](d, st, Config[configMap]{WatchList: WatchListOff, PageSize: 4})
+		start(t, r)
+		synctest.Wait()
+		if h := r.Health(); h.State != StateBackingOff || h.Synced || len(st.Calls()) != 0 {
+			t.Fatalf("health after the failed page = %+v, store calls %v", h, st.Calls())
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		want := []string{
+			"list rv=0 limit=4", "list continue limit=4",
+			"list rv=0 limit=4", "list continue limit=4", "list continue limit=4", "watch rv=10",
+		}
+		if diff := cmp.Diff(want, d.requests()); diff != "" {
+			t.Errorf("requests (-want +got):\n%s", diff)
+		}
+		checkCalls(t, st, []storeCall{{op: "replace", rv: "10", size: 10}})
+	})
+}
+
+// TestConformanceRelistFromLastResourceVersion covers client-go
+// TestReflectorResyncWithResourceVersion and
+// TestReflectorNotPaginatingNotConsistentReads: the first list asks for
+// resourceVersion "0"; a relist asks for the last resourceVersion the
+// reflector reached, through events and bookmarks (never "0", which could go
+// back in time), without a limit so that the watch cache serves it. Streaming
+// relists ask for the same resourceVersion. client-go also paginates such a
+// list when WatchListPageSize is set; ctrlkit does not, whatever PageSize
+// (see the deviations).
+func TestConformanceRelistFromLastResourceVersion(t *testing.T) {
+	for _, tc := range []struct {
+		mode WatchListMode
+		want []string
+	}{
+		{WatchListOff, []string{"list rv=0 limit=4", "watch rv=10", "list rv=15 limit=0", "watch rv=16"}},
+		{WatchListOn, []string{"stream rv=", "stream rv=15"}},
+	} {
+		t.Run(tc.mode.String(), func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
+				d := &driver{list: func(opts metav1.ListOptions) ([]configMap, metav1.ListMeta, error) {
+					if opts.ResourceVersion == "0" {
+						return listOf("10", cmAt("a", "9"), cmAt("b", "10"))(opts)
+					}
+					return listOf("16", cmAt("a", "9"), cmAt("b", "12"), cmAt("c", "16"))(opts)
+				}}
+				st := newMemStore[configMap]()
+				r := New[configMap](d, st, Config[configMap]{WatchList: tc.mode, PageSize: 4})
+				start(t, r)
+				synctest.Wait()
+				w := d.watch(t, 0)
+				if tc.mode == WatchListOn {
+					w.send(watch.Added, cmAt("a", "9"))
+					w.send(watch.Added, cmAt("b", "10"))
+					w.send(watch.Bookmark, endOfInitialEvents("10"))
+				}
+				w.send(watch.Modified, cmAt("b", "12"))
+				w.send(watch.Bookmark, cmAt("", "15"))
+				w.fail(apierrors.NewResourceExpired("too old resource version: 15 (16)"))
+				synctest.Wait()
+				if tc.mode == WatchListOn {
+					w := d.watch(t, 1)
+					for _, c := range []configMap{cmAt("a", "9"), cmAt("b", "12"), cmAt("c", "16")} {
+						w.send(watch.Added, c)
+					}
+					w.send(watch.Bookmark, endOfInitialEvents("16"))
+					synctest.Wait()
+				}
+				if diff := cmp.Diff(tc.want, d.requests()); diff != "" {
+					t.Errorf("requests (-want +got):\n%s", diff)
+				}
+				if diff := cmp.Diff([]string{"ns/a@9", "ns/b@12", "ns/c@16"}, st.Contents()); diff != "" {
+					t.Errorf("store (-want +got):\n%s", diff)
+				}
+				if h := r.Health(); h.LastResourceVersion != "16" || h.Stats.Expired != 1 || h.Stats.Failures != 0 {
+					t.Errorf("health = %+v", h)
+				}
+			})
+		})
+	}
+}
+
+// TestConformanceRelistPaginatedWithoutWatchCache covers client-go
+// TestReflectorPaginatingNonConsistentReadsIfWatchCacheDisabled: a list at
+// "0" that comes back paginated shows that the server has no watch cache for
+// the resource, so later lists at a known resourceVersion are paginated too.
+func TestConformanceRelistPaginatedWithoutWatchCache(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		d := &driver{list: paged("10", 10, 4, nil)}
+		st := newMemStore[configMap]()
+		start(t, New[configMap](d, st, Config[configMap]{WatchList: WatchListOff}))
+		synctest.Wait()
+		d.watch(t, 0).fail(apierrors.NewResourceExpired("too old resource version"))
+		synctest.Wait()
+		pages := []string{"list continue limit=500", "list continue limit=500"}
+		want := slices.Concat([]string{"list rv=0 limit=500"}, pages, []string{"watch rv=10", "list rv=10 limit=500"}, pages, []string{"watch rv=10"})
+		if diff := cmp.Diff(want, d.requests()); diff != "" {
+			t.Errorf("requests (-want +got):\n%s", diff)
+		}
+		checkCalls(t, st, []storeCall{{op: "replace", rv: "10", size: 10}, {op: "replace", rv: "10", size: 10}})
+	})
+}
+
+// TestConformanceExpiredListFallsBackToMostRecent covers client-go
+// TestReflectorExpiredExactResourceVersion: a relist at a resourceVersion the
+// server no longer has (410 Expired, as a server without watch cache
+// answers) is followed at once by a list at the most recent resourceVersion
+// (""), which is not a failure.
+func TestConformanceExpiredListFallsBackToMostRecent(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		d := &driver{list: func(opts metav1.ListOptions) ([]configMap, metav1.ListMeta, error) {
+			switch opts.ResourceVersion {
+			case "0":
+				return paged("10", 4, 1000, nil)(opts)
+			case "10":
+				return nil, metav1.ListMeta{}, apierrors.NewResourceExpired("The resourceVersion for the provided list is too old.")
+			case "":
+				return paged("11", 8, 1000, nil)(opts)
+			}
+			return nil, metav1.ListMeta{}, fmt.Errorf("unexpected list at %q", opts.ResourceVersion)
+		}}
+		st := newMemStore[configMap]()
+		r := New[configMap](d, st, Config[configMap]{WatchList: WatchListOff})
+		start(t, r)
+		synctest.Wait()
+		d.watch(t, 0).fail(apierrors.NewResourceExpired("too old resource version: 10 (11)"))
+		synctest.Wait()
+		want := []string{"list rv=0 limit=500", "watch rv=10", "list rv=10 limit=0", "list rv= limit=500", "watch rv=11"}
+		if diff := cmp.Diff(want, d.requests()); diff != "" {
+			t.Errorf("requests (-want +got):\n%s", diff)
+		}
+		checkCalls(t, st, []storeCall{{op: "replace", rv: "10", size: 4}, {op: "replace", rv: "11", size: 8}})
+		if h := r.Health(); h.Stats.Expired != 2 || h.Stats.Failures != 0 || h.State != StateWatching {
+			t.Errorf("health = %+v", h)
+		}
+	})
+}
+
+// TestConformanceContinueTokenExpiresDuringRelist covers client-go
+// TestReflectorFullListIfExpired and the TestListPager_List cases "expires
+// on second page" and "expires on second page and then lists": the snapshot
+// behind a continue token was compacted away during a paginated relist.
+// client-go lists once more at the same resourceVersion, whole; ctrlkit
+// lists again at the most recent resourceVersion, paginated, and asks for
+// the whole list in one response only if a token expires a second time (see
+// the deviations). Neither is a failure.
+func TestConformanceContinueTokenExpiresDuringRelist(t *testing.T) {
+	for _, tc := range []struct {
+		expiries int
+		want     []string
+	}{
+		{1, []string{"list rv=10 limit=4", "list continue limit=4", "list rv= limit=4", "list continue limit=4", "list continue limit=4", "watch rv=10"}},
+		{2, []string{"list rv=10 limit=4", "list continue limit=4", "list rv= limit=4", "list continue limit=4", "list rv= limit=0", "watch rv=10"}},
+	} {
+		t.Run(strconv.Itoa(tc.expiries), func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
+				var mu sync.Mutex
+				left := -1 // the first list goes through
+				d := &driver{list: paged("10", 10, 4, func(opts metav1.ListOptions) error {
+					mu.Lock()
+					defer mu.Unlock()
+					if left > 0 && opts.Continue == "4" {
+						left--
+						return apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result.")
+					}
+					return nil
+				})}
+				st := newMemStore[configMap]()
+				r := New[configMap](d, st, Config[configMap]{WatchList: WatchListOff, PageSize: 4})
+				start(t, r)
+				synctest.Wait()
+				mu.Lock()
+				left = tc.expiries
+				mu.Unlock()
+				d.watch(t, 0).fail(apierrors.NewResourceExpired("too old resource version"))
+				synctest.Wait()
+				got := d.requests()
+				if diff := cmp.Diff(tc.want, got[4:]); diff != "" {
+					t.Errorf("relist requests (-want +got):\n%s", diff)
+				}
+				checkCalls(t, st, []storeCall{{op: "replace", rv: "10", size: 10}, {op: "replace", rv: "10", size: 10}})
+				if h := r.Health(); h.Stats.Failures != 0 || h.Stats.Expired != int64(1+tc.expiries) {
+					t.Errorf("health = %+v", h)
+				}
+			})
+		})
+	}
+}
+
+// TestConformanceTooLargeResourceVersion covers client-go
+// TestReflectorFullListIfTooLarge: a relist at a resourceVersion the server
+// has not reached yet (a restored etcd, or an API server whose watch cache
+// lags) is answered "too large resource version", in any of the three forms
+// servers have used (a status cause; a cause message, 1.17.0–1.18.5; only
+// the message, before 1.17); the reflector then lists at once at the most
+// recent resourceVersion ("").
+func TestConformanceTooLargeResourceVersion(t *testing.T) {
+	tooLarge := func(rv string) error {
+		switch rv {
+		case "20":
+			err := apierrors.NewTimeoutError("Too large resource version: 20, current: 19", 1)
+			err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge}}
+			return err
+		case "30":
+			err := apierrors.NewTimeoutError("too large resource version", 1)
+			err.ErrStatus.Details.Causes = []metav1.StatusCause{{Message: "Too large resource version"}}
+			return err
+		}
+		return apierrors.NewTimeoutError("Too large resource version: 40, current: 39", 1)
+	}
+	bubble(t, func(t *testing.T) {
+		var mu sync.Mutex
+		version := 30
+		d := &driver{list: func(opts metav1.ListOptions) ([]configMap, metav1.ListMeta, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch opts.ResourceVersion {
+			case "0":
+				return nil, metav1.ListMeta{ResourceVersion: "20"}, nil
+			case "":
+				rv := strconv.Itoa(version)
+				version += 10
+				return nil, metav1.ListMeta{ResourceVersion: rv}, nil
+			}
+			return nil, metav1.ListMeta{}, tooLarge(opts.ResourceVersion)
+		}}
+		r := New[configMap](d, newMemStore[configMap](), Config[configMap]{WatchList: WatchListOff})
+		start(t, r)
+		synctest.Wait()
+		for i := range 3 {
+			w := d.watch(t, i)
+			w.send(watch.Bookmark, cmAt("", w.opts.ResourceVersion)) // progress: no backoff
+			w.fail(apierrors.NewResourceExpired("too old resource version"))
+			synctest.Wait()
+		}
+		var lists []string
+		for _, o := range d.options() {
+			if o.TimeoutSeconds == nil {
+				lists = append(lists, o.ResourceVersion)
+			}
+		}
+		if diff := cmp.Diff([]string{"0", "20", "", "30", "", "40", ""}, lists); diff != "" {
+			t.Errorf("resourceVersions listed (-want +got):\n%s", diff)
+		}
+		if h := r.Health(); h.Stats.Failures != 0 || h.Stats.Expired != 6 || h.LastResourceVersion != "50" {
 			t.Errorf("health = %+v", h)
 		}
 	})
