@@ -26,6 +26,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/ctrlkit/ctrlkit/reflector/reflectortest"
@@ -1094,6 +1095,353 @@ func TestConformanceTooLargeResourceVersion(t *testing.T) {
 		}
 		if h := r.Health(); h.Stats.Failures != 0 || h.Stats.Expired != 6 || h.LastResourceVersion != "50" {
 			t.Errorf("health = %+v", h)
+		}
+	})
+}
+
+// TestConformanceWatchTimeout covers client-go TestWatchTimeout: every watch
+// asks the server for a timeout drawn from [MinWatchTimeout,
+// 2·MinWatchTimeout), 5 minutes by default. client-go raises a
+// MinWatchTimeout below 5 minutes to 5 minutes; ctrlkit honours it (see the
+// deviations).
+func TestConformanceWatchTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		min      time.Duration
+		from, to int64 // seconds, [from, to)
+	}{
+		{0, 300, 600},
+		{time.Second, 1, 2},
+		{10 * time.Second, 10, 20},
+		{30 * time.Minute, 1800, 3600},
+	} {
+		t.Run(tc.min.String(), func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
+				d := &driver{list: listOf("10")}
+				start(t, New[configMap](d, newMemStore[configMap](), Config[configMap]{WatchList: WatchListOff, MinWatchTimeout: tc.min}))
+				synctest.Wait()
+				w := d.watch(t, 0)
+				if got := w.opts.TimeoutSeconds; got == nil || *got < tc.from || *got >= tc.to {
+					t.Errorf("timeoutSeconds = %v, want in [%d, %d)", got, tc.from, tc.to)
+				}
+			})
+		})
+	}
+}
+
+// TestConformanceStreamingList covers client-go TestWatchList ("prove that
+// the reflector is synced after receiving a bookmark event", "check if
+// Updates and Deletes events are propagated during streaming"),
+// TestWatchListResourceVersion and the streaming case of
+// TestReflectorListAndWatch: the initial events of a streaming list, changes
+// among them included, reach the store as one Replace at the resourceVersion
+// of the bookmark that ends them, and the reflector is synced then, not
+// before; no LIST is sent; the same stream goes on with live events.
+func TestConformanceStreamingList(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		d := &driver{}
+		st := newMemStore[configMap]()
+		r := New[configMap](d, st, Config[configMap]{})
+		start(t, r)
+		synctest.Wait()
+		w := d.watch(t, 0)
+		changed := cmAt("p1", "3")
+		changed.Data = map[string]string{"k": "v"}
+		for _, e := range []watch.Event{
+			{Type: watch.Added, Object: cmAt("p1", "1")},
+			{Type: watch.Added, Object: cmAt("p2", "2")},
+			{Type: watch.Modified, Object: changed},
+			{Type: watch.Added, Object: cmAt("p3", "4")},
+			{Type: watch.Deleted, Object: cmAt("p3", "5")},
+		} {
+			w.send(e.Type, e.Object)
+		}
+		synctest.Wait()
+		if h := r.Health(); h.Synced || h.State != StateListing || h.LastResourceVersion != "" || len(st.Calls()) != 0 {
+			t.Fatalf("before the end of the initial events: health %+v, store calls %v", h, st.Calls())
+		}
+		w.send(watch.Bookmark, endOfInitialEvents("5"))
+		synctest.Wait()
+		checkCalls(t, st, []storeCall{{op: "replace", rv: "5", size: 2}})
+		if h := r.Health(); !h.Synced || h.State != StateWatching || h.LastResourceVersion != "5" {
+			t.Errorf("after the end of the initial events: health %+v", h)
+		}
+		st.mu.Lock()
+		if got := st.objs["ns/p1"]; got.Data["k"] != "v" {
+			t.Errorf("p1 = %+v, want its modified state", got)
+		}
+		st.mu.Unlock()
+		w.send(watch.Added, cmAt("p4", "6"))
+		synctest.Wait()
+		if diff := cmp.Diff([]string{"ns/p1@3", "ns/p2@2", "ns/p4@6"}, st.Contents()); diff != "" {
+			t.Errorf("store (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]string{"stream rv="}, d.requests()); diff != "" {
+			t.Errorf("requests (-want +got):\n%s", diff)
+		}
+		if r.LastSyncResourceVersion() != "6" {
+			t.Errorf("LastSyncResourceVersion = %q, want 6", r.LastSyncResourceVersion())
+		}
+	})
+}
+
+// TestConformanceStreamWithoutEndMarker covers client-go TestWatchList ("the
+// reflector won't be synced if the bookmark event has not been received",
+// "prove that the reflector is checking the value of the initialEventsEnd
+// annotation") and TestInitialEventsEndBookmarkTicker: until a bookmark
+// annotated "k8s.io/initial-events-end": "true" arrives, the reflector is
+// not synced and the store sees nothing; a bookmark annotated "false", or
+// not annotated, does not end the initial events. client-go logs a warning
+// every 10s while it waits; ctrlkit shows the wait in Health (State
+// Listing, not Synced, no failure) instead (see the deviations).
+func TestConformanceStreamWithoutEndMarker(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		d := &driver{}
+		st := newMemStore[configMap]()
+		r := New[configMap](d, st, Config[configMap]{})
+		start(t, r)
+		synctest.Wait()
+		w := d.watch(t, 0)
+		w.send(watch.Added, cmAt("p1", "1"))
+		w.send(watch.Added, cmAt("p2", "2"))
+		notEnd := endOfInitialEvents("2")
+		notEnd.Annotations[metav1.InitialEventsAnnotationKey] = "false"
+		w.send(watch.Bookmark, notEnd)
+		w.send(watch.Bookmark, cmAt("", "2"))
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		h := r.Health()
+		if h.Synced || h.State != StateListing || h.LastResourceVersion != "" || h.ConsecutiveFailures != 0 || h.Stats.StreamingLists != 0 {
+			t.Errorf("health while waiting for the end of the initial events = %+v", h)
+		}
+		if calls := st.Calls(); len(calls) != 0 {
+			t.Errorf("store calls = %v, want none", calls)
+		}
+		w.send(watch.Bookmark, endOfInitialEvents("2"))
+		synctest.Wait()
+		checkCalls(t, st, []storeCall{{op: "replace", rv: "2", size: 2}})
+		if diff := cmp.Diff([]string{"stream rv="}, d.requests()); diff != "" {
+			t.Errorf("requests (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestConformanceStreamingFallback covers client-go TestWatchList ("the
+// reflector can fall back to old LIST/WATCH semantics when a server doesn't
+// support streaming", "returning any other error than apierrors.NewInvalid
+// forces fallback", "check if stopping a watcher before sync results in
+// creating a new watch-list request"). A server that rejects a streaming
+// list as invalid gets LIST requests, starting at "0", for the rest of Run
+// (client-go tries streaming again at every relist). Other failures: client-go
+// falls back to LIST for that list; ctrlkit backs off and streams again. A
+// stream that ends before its initial events do: client-go streams again at
+// once; ctrlkit lists by LIST this once in WatchListAuto, and backs off and
+// streams again in WatchListOn (see the deviations).
+func TestConformanceStreamingFallback(t *testing.T) {
+	t.Run("invalid", func(t *testing.T) {
+		bubble(t, func(t *testing.T) {
+			d := &driver{list: func(opts metav1.ListOptions) ([]configMap, metav1.ListMeta, error) {
+				if opts.ResourceVersion == "0" {
+					return listOf("1", cmAt("p1", "1"))(opts)
+				}
+				return listOf("2", cmAt("p1", "1"), cmAt("p2", "2"))(opts)
+			}, watchErr: func(_ int, opts metav1.ListOptions) error {
+				if opts.SendInitialEvents != nil {
+					return apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "ListOptions"}, "", nil)
+				}
+				return nil
+			}}
+			st := newMemStore[configMap]()
+			r := New[configMap](d, st, Config[configMap]{})
+			start(t, r)
+			synctest.Wait()
+			w := d.watch(t, 0)
+			w.send(watch.Added, cmAt("p2", "2"))
+			w.fail(apierrors.NewResourceExpired("too old resource version"))
+			synctest.Wait()
+			want := []string{"stream rv=", "list rv=0 limit=500", "watch rv=1", "list rv=2 limit=0", "watch rv=2"}
+			if diff := cmp.Diff(want, d.requests()); diff != "" {
+				t.Errorf("requests (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff([]string{"ns/p1@1", "ns/p2@2"}, st.Contents()); diff != "" {
+				t.Errorf("store (-want +got):\n%s", diff)
+			}
+			if h := r.Health(); h.Stats.Failures != 0 || h.LastError != nil {
+				t.Errorf("a server without streaming lists is not a failure: %+v", h)
+			}
+		})
+	})
+	t.Run("other error", func(t *testing.T) {
+		bubble(t, func(t *testing.T) {
+			d := &driver{list: listOf("1"), watchErr: refuseWatches(1, errBoom)}
+			st := newMemStore[configMap]()
+			r := New[configMap](d, st, Config[configMap]{})
+			start(t, r)
+			synctest.Wait()
+			if h := r.Health(); h.State != StateBackingOff || !errors.Is(h.LastError, errBoom) {
+				t.Fatalf("health after the failed stream = %+v", h)
+			}
+			time.Sleep(time.Second)
+			synctest.Wait()
+			w := d.watch(t, 0)
+			w.send(watch.Added, cmAt("p1", "1"))
+			w.send(watch.Bookmark, endOfInitialEvents("1"))
+			synctest.Wait()
+			if diff := cmp.Diff([]string{"stream rv=", "stream rv="}, d.requests()); diff != "" {
+				t.Errorf("requests (-want +got):\n%s", diff)
+			}
+			checkCalls(t, st, []storeCall{{op: "replace", rv: "1", size: 1}})
+		})
+	})
+	for _, tc := range []struct {
+		mode WatchListMode
+		want []string
+	}{
+		{WatchListAuto, []string{"stream rv=", "list rv=0 limit=500", "watch rv=1"}},
+		{WatchListOn, []string{"stream rv=", "stream rv="}},
+	} {
+		t.Run("stream ends early/"+tc.mode.String(), func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
+				d := &driver{list: listOf("1", cmAt("p1", "1"))}
+				st := newMemStore[configMap]()
+				r := New[configMap](d, st, Config[configMap]{WatchList: tc.mode})
+				start(t, r)
+				synctest.Wait()
+				w := d.watch(t, 0)
+				w.send(watch.Added, cmAt("p1", "1"))
+				w.end()
+				time.Sleep(time.Second)
+				synctest.Wait()
+				if tc.mode == WatchListOn {
+					if h := r.Health(); h.Stats.Failures != 1 || h.Synced {
+						t.Errorf("health = %+v, want one failure and no sync yet", h)
+					}
+					w := d.watch(t, 1)
+					w.send(watch.Added, cmAt("p1", "1"))
+					w.send(watch.Bookmark, endOfInitialEvents("1"))
+					synctest.Wait()
+				}
+				if diff := cmp.Diff(tc.want, d.requests()); diff != "" {
+					t.Errorf("requests (-want +got):\n%s", diff)
+				}
+				if w.stopped() == 0 {
+					t.Error("the stream that ended early was not stopped")
+				}
+				checkCalls(t, st, []storeCall{{op: "replace", rv: "1", size: 1}})
+			})
+		})
+	}
+}
+
+// TestConformanceWatchAfterStreamingList covers client-go TestWatchList
+// ("stopping a watcher after synchronization results in creating a new
+// watch request", "expiring an established watcher results in returning an
+// error from the reflector"): once a streaming list has synced, a stream
+// that ends is followed by a plain watch from the last resourceVersion, not
+// by another streaming list; when that watch expires, the next list streams
+// from the last resourceVersion.
+func TestConformanceWatchAfterStreamingList(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		d := &driver{}
+		st := newMemStore[configMap]()
+		r := New[configMap](d, st, Config[configMap]{})
+		start(t, r)
+		synctest.Wait()
+		w := d.watch(t, 0)
+		w.send(watch.Added, cmAt("p1", "1"))
+		w.send(watch.Added, cmAt("p2", "2"))
+		w.send(watch.Bookmark, endOfInitialEvents("2"))
+		w.send(watch.Added, cmAt("p3", "3"))
+		time.Sleep(2 * time.Second)
+		w.end()
+		synctest.Wait()
+		w = d.watch(t, 1)
+		if o := w.opts; o.SendInitialEvents != nil || o.ResourceVersionMatch != "" || o.ResourceVersion != "3" || !o.AllowWatchBookmarks {
+			t.Errorf("watch after the stream: options %+v", o)
+		}
+		w.send(watch.Added, cmAt("p4", "4"))
+		w.fail(apierrors.NewResourceExpired("rv already expired"))
+		synctest.Wait()
+		if diff := cmp.Diff([]string{"stream rv=", "watch rv=3", "stream rv=4"}, d.requests()); diff != "" {
+			t.Errorf("requests (-want +got):\n%s", diff)
+		}
+		if o := d.watch(t, 2).opts; o.SendInitialEvents == nil || !*o.SendInitialEvents || o.ResourceVersionMatch != metav1.ResourceVersionMatchNotOlderThan {
+			t.Errorf("streaming relist options %+v", o)
+		}
+		if diff := cmp.Diff([]string{"ns/p1@1", "ns/p2@2", "ns/p3@3", "ns/p4@4"}, st.Contents()); diff != "" {
+			t.Errorf("store (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestConformanceWatchListOff covers client-go
+// TestNewReflectorWithDisablementWatchList, TestToListWatcherWithWatchListSemantics
+// and the TestWatchList case "the reflector uses the old LIST/WATCH
+// semantics if the UseWatchList is turned off". client-go streams when a
+// feature gate allows it and the client does not declare that it cannot
+// (client-go's fake clients do); ctrlkit decides by Config.WatchList alone
+// (see the deviations): WatchListOff never streams, relists included.
+func TestConformanceWatchListOff(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		srv := newServer(t, reflectortest.Config{WatchList: true}, 2)
+		st := newMemStore[configMap]()
+		start(t, New(srv, st, Config[configMap]{WatchList: WatchListOff}))
+		synctest.Wait()
+		srv.BreakWatches(errExpired)
+		synctest.Wait()
+		checkInSync(t, srv, st)
+		checkRequests(t, srv, []string{"list rv=0 limit=500", "watch rv=2", "list rv=2 limit=0", "watch rv=2"})
+		for _, req := range srv.Requests() {
+			if req.Options.SendInitialEvents != nil || req.Options.ResourceVersionMatch != "" {
+				t.Errorf("request options %+v", req.Options)
+			}
+		}
+	})
+}
+
+// TestConformanceTransformRunsOncePerObject covers client-go
+// TestReflectorRespectStoreTransformer: with a streaming list, every object
+// the store receives, in the Replace and afterwards, has been transformed,
+// each exactly once; client-go transforms the initial objects twice, into
+// its temporary store and on Replace (see the deviations).
+func TestConformanceTransformRunsOncePerObject(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		d := &driver{}
+		st := newMemStore[configMap]()
+		var mu sync.Mutex
+		calls := 0
+		transform := func(c configMap) (configMap, error) {
+			mu.Lock()
+			calls++
+			mu.Unlock()
+			c.Labels = map[string]string{"hostname": "transformed"}
+			return c, nil
+		}
+		r := New[configMap](d, st, Config[configMap]{Transform: transform})
+		start(t, r)
+		synctest.Wait()
+		w := d.watch(t, 0)
+		w.send(watch.Added, cmAt("foo-1", "1"))
+		w.send(watch.Added, cmAt("foo-2", "2"))
+		w.send(watch.Bookmark, endOfInitialEvents("3"))
+		w.send(watch.Added, cmAt("foo-3", "3"))
+		synctest.Wait()
+		if r.LastSyncResourceVersion() != "3" {
+			t.Errorf("LastSyncResourceVersion = %q, want 3", r.LastSyncResourceVersion())
+		}
+		st.mu.Lock()
+		for k, o := range st.objs {
+			if o.Labels["hostname"] != "transformed" {
+				t.Errorf("%s stored untransformed", k)
+			}
+		}
+		if len(st.objs) != 3 {
+			t.Errorf("store holds %d objects, want 3", len(st.objs))
+		}
+		st.mu.Unlock()
+		mu.Lock()
+		defer mu.Unlock()
+		if calls != 3 {
+			t.Errorf("Transform called %d times for 3 objects", calls)
 		}
 	})
 }
