@@ -25,6 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
@@ -101,11 +102,12 @@ func (w *testWatch) stopped() int {
 
 // driver is a ListerWatcher scripted by a test: list answers each LIST, and
 // watchErr, if set, may refuse the n-th watch request (0-based); other
-// watches are testWatches the test drives. It records every request and
-// when it came.
+// watches are testWatches the test drives, which opened, if set, may feed
+// before the reflector sees them. It records every request and when it came.
 type driver struct {
 	list     func(opts metav1.ListOptions) ([]configMap, metav1.ListMeta, error)
 	watchErr func(n int, opts metav1.ListOptions) error
+	opened   func(n int, w *testWatch)
 
 	mu      sync.Mutex
 	reqs    []reflectortest.Request
@@ -138,6 +140,9 @@ func (d *driver) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Inte
 		}
 	}
 	w := newTestWatch(ctx, opts)
+	if d.opened != nil {
+		d.opened(n, w)
+	}
 	d.mu.Lock()
 	d.watches = append(d.watches, w)
 	d.mu.Unlock()
@@ -193,7 +198,7 @@ func listOf(rv string, items ...configMap) func(metav1.ListOptions) ([]configMap
 }
 
 // checkCalls compares the store's calls with want.
-func checkCalls(t *testing.T, st *memStore[configMap], want []storeCall) {
+func checkCalls[T Object](t *testing.T, st *memStore[T], want []storeCall) {
 	t.Helper()
 	if diff := cmp.Diff(want, st.Calls(), cmp.AllowUnexported(storeCall{}), cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("store calls (-want +got):\n%s", diff)
@@ -1075,15 +1080,17 @@ func TestConformanceTooLargeResourceVersion(t *testing.T) {
 			}
 			return nil, metav1.ListMeta{}, tooLarge(opts.ResourceVersion)
 		}}
+		// The first three watches expire at once, after a bookmark: progress,
+		// so that no relist waits for a backoff.
+		d.opened = func(n int, w *testWatch) {
+			if n < 3 {
+				w.send(watch.Bookmark, cmAt("", w.opts.ResourceVersion))
+				w.fail(apierrors.NewResourceExpired("too old resource version"))
+			}
+		}
 		r := New[configMap](d, newMemStore[configMap](), Config[configMap]{WatchList: WatchListOff})
 		start(t, r)
 		synctest.Wait()
-		for i := range 3 {
-			w := d.watch(t, i)
-			w.send(watch.Bookmark, cmAt("", w.opts.ResourceVersion)) // progress: no backoff
-			w.fail(apierrors.NewResourceExpired("too old resource version"))
-			synctest.Wait()
-		}
 		var lists []string
 		for _, o := range d.options() {
 			if o.TimeoutSeconds == nil {
@@ -1445,3 +1452,84 @@ func TestConformanceTransformRunsOncePerObject(t *testing.T) {
 		}
 	})
 }
+
+// TestConformanceUnstructured covers client-go
+// TestGetTypeDescriptionFromObject and, for the dynamic client,
+// TestReflectorListAndWatch: a reflector of *unstructured.Unstructured is
+// named after that Go type unless Config.Name says otherwise (client-go
+// describes it by the GroupVersionKind of an example object, see the
+// deviations), and an Error event whose Status arrives in unstructured form,
+// as the dynamic client decodes it, is understood: 410 relists.
+func TestConformanceUnstructured(t *testing.T) {
+	type U = *unstructured.Unstructured
+	obj := func(name, rv string) U {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("mygroup/v1")
+		u.SetKind("MyKind")
+		u.SetNamespace("ns")
+		u.SetName(name)
+		u.SetResourceVersion(rv)
+		return u
+	}
+	bubble(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var lists []string
+		var watches []*watch.RaceFreeFakeWatcher
+		lw := Funcs[U]{
+			ListFunc: func(_ context.Context, opts metav1.ListOptions) ([]U, metav1.ListMeta, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				lists = append(lists, opts.ResourceVersion)
+				if opts.ResourceVersion == "0" {
+					return []U{obj("a", "5")}, metav1.ListMeta{ResourceVersion: "5"}, nil
+				}
+				return []U{obj("a", "5"), obj("b", "6")}, metav1.ListMeta{ResourceVersion: "6"}, nil
+			},
+			WatchFunc: func(context.Context, metav1.ListOptions) (watch.Interface, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				w := watch.NewRaceFreeFake()
+				watches = append(watches, w)
+				return w, nil
+			},
+		}
+		st := newMemStore[U]()
+		r := New[U](lw, st, Config[U]{WatchList: WatchListOff})
+		if r.Name() != "*unstructured.Unstructured" {
+			t.Errorf("Name() = %q", r.Name())
+		}
+		if got := New[U](lw, st, Config[U]{Name: "mygroup/v1, Kind=MyKind"}).Name(); got != "mygroup/v1, Kind=MyKind" {
+			t.Errorf("Name() with Config.Name = %q", got)
+		}
+		start(t, r)
+		synctest.Wait()
+		status, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ptrTo(apierrors.NewResourceExpired("too old resource version").Status()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		expired := &unstructured.Unstructured{Object: status}
+		expired.SetAPIVersion("v1")
+		expired.SetKind("Status")
+		mu.Lock()
+		w := watches[0]
+		mu.Unlock()
+		w.Add(obj("b", "6"))
+		w.Error(expired)
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if diff := cmp.Diff([]string{"0", "6"}, lists); diff != "" {
+			t.Errorf("resourceVersions listed (-want +got):\n%s", diff)
+		}
+		checkCalls(t, st, []storeCall{
+			{op: "replace", rv: "5", size: 1},
+			{op: "add", key: "ns/b", rv: "6"},
+			{op: "replace", rv: "6", size: 2},
+		})
+		if h := r.Health(); h.Stats.Expired != 1 || h.Stats.Failures != 0 || len(watches) != 2 {
+			t.Errorf("health = %+v after %d watches", h, len(watches))
+		}
+	})
+}
+
+func ptrTo[T any](v T) *T { return &v }
