@@ -958,38 +958,47 @@ func TestConformanceRelistPaginatedWithoutWatchCache(t *testing.T) {
 }
 
 // TestConformanceExpiredListFallsBackToMostRecent covers client-go
-// TestReflectorExpiredExactResourceVersion: a relist at a resourceVersion the
-// server no longer has (410 Expired, as a server without watch cache
-// answers) is followed at once by a list at the most recent resourceVersion
-// (""), which is not a failure.
+// TestReflectorExpiredExactResourceVersion, and the two answers client-go's
+// isExpiredError accepts (410 with reason Expired, and reason Gone from
+// servers before 1.18): a watch so answered relists at the last
+// resourceVersion, and a relist at a resourceVersion the server no longer
+// has (as a server without watch cache answers) is followed at once by a
+// list at the most recent resourceVersion (""). Neither is a failure.
 func TestConformanceExpiredListFallsBackToMostRecent(t *testing.T) {
-	bubble(t, func(t *testing.T) {
-		d := &driver{list: func(opts metav1.ListOptions) ([]configMap, metav1.ListMeta, error) {
-			switch opts.ResourceVersion {
-			case "0":
-				return paged("10", 4, 1000, nil)(opts)
-			case "10":
-				return nil, metav1.ListMeta{}, apierrors.NewResourceExpired("The resourceVersion for the provided list is too old.")
-			case "":
-				return paged("11", 8, 1000, nil)(opts)
-			}
-			return nil, metav1.ListMeta{}, fmt.Errorf("unexpected list at %q", opts.ResourceVersion)
-		}}
-		st := newMemStore[configMap]()
-		r := New[configMap](d, st, Config[configMap]{WatchList: WatchListOff})
-		start(t, r)
-		synctest.Wait()
-		d.watch(t, 0).fail(apierrors.NewResourceExpired("too old resource version: 10 (11)"))
-		synctest.Wait()
-		want := []string{"list rv=0 limit=500", "watch rv=10", "list rv=10 limit=0", "list rv= limit=500", "watch rv=11"}
-		if diff := cmp.Diff(want, d.requests()); diff != "" {
-			t.Errorf("requests (-want +got):\n%s", diff)
-		}
-		checkCalls(t, st, []storeCall{{op: "replace", rv: "10", size: 4}, {op: "replace", rv: "11", size: 8}})
-		if h := r.Health(); h.Stats.Expired != 2 || h.Stats.Failures != 0 || h.State != StateWatching {
-			t.Errorf("health = %+v", h)
-		}
-	})
+	for name, gone := range map[string]func(msg string) *apierrors.StatusError{
+		"expired": apierrors.NewResourceExpired,
+		"gone":    apierrors.NewGone,
+	} {
+		t.Run(name, func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
+				d := &driver{list: func(opts metav1.ListOptions) ([]configMap, metav1.ListMeta, error) {
+					switch opts.ResourceVersion {
+					case "0":
+						return paged("10", 4, 1000, nil)(opts)
+					case "10":
+						return nil, metav1.ListMeta{}, gone("The resourceVersion for the provided list is too old.")
+					case "":
+						return paged("11", 8, 1000, nil)(opts)
+					}
+					return nil, metav1.ListMeta{}, fmt.Errorf("unexpected list at %q", opts.ResourceVersion)
+				}}
+				st := newMemStore[configMap]()
+				r := New[configMap](d, st, Config[configMap]{WatchList: WatchListOff})
+				start(t, r)
+				synctest.Wait()
+				d.watch(t, 0).fail(gone("too old resource version: 10 (11)"))
+				synctest.Wait()
+				want := []string{"list rv=0 limit=500", "watch rv=10", "list rv=10 limit=0", "list rv= limit=500", "watch rv=11"}
+				if diff := cmp.Diff(want, d.requests()); diff != "" {
+					t.Errorf("requests (-want +got):\n%s", diff)
+				}
+				checkCalls(t, st, []storeCall{{op: "replace", rv: "10", size: 4}, {op: "replace", rv: "11", size: 8}})
+				if h := r.Health(); h.Stats.Expired != 2 || h.Stats.Failures != 0 || h.State != StateWatching {
+					t.Errorf("health = %+v", h)
+				}
+			})
+		})
+	}
 }
 
 // TestConformanceContinueTokenExpiresDuringRelist covers client-go
