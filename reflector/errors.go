@@ -75,6 +75,11 @@ const (
 	// failUnsupported: the server rejected the request's options (422/400),
 	// which for a watch-list means the server cannot stream lists.
 	failUnsupported
+	// failStoreRead: the server could not read an object from its storage
+	// (StoreReadError), as after the unsafe deletion of a corrupt object,
+	// which no watch from before the deletion can get past: relist at the
+	// most recent resourceVersion.
+	failStoreRead
 )
 
 func classify(err error) failureKind {
@@ -87,6 +92,8 @@ func classify(err error) failureKind {
 		return failAccess
 	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
 		return failUnsupported
+	case apierrors.IsStoreReadError(err):
+		return failStoreRead
 	}
 	return failTransient
 }

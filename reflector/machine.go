@@ -534,6 +534,12 @@ func (m *machine[T]) watchFailed(err error) state {
 		// This server is behind the resourceVersion we have: only the most
 		// recent one is safe.
 		next = m.relist("")
+	case failStoreRead:
+		// The server cannot send an object between lastRV and now (a corrupt
+		// one, deleted unsafely): no watch from lastRV gets past it, but a list
+		// of the most recent state no longer holds it.
+		m.r.log.V(1).Info("the server could not read an object for the watch, relisting", "err", err)
+		return m.fail("watch", err, m.relist(""))
 	default:
 		return m.fail("watch", err, watching{})
 	}
