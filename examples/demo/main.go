@@ -142,7 +142,7 @@ func run(ctx context.Context, duration time.Duration, rate float64, seed uint64)
 	go func() { genDone <- w.run(genCtx, duration, rate) }()
 
 	fmt.Println("progress columns: sidecar/network/podset; cache lag is from sending a write to the controller's cache holding it")
-	p := newProgress(w)
+	p := newProgress(w, os.Stdout, isTerminal(os.Stdout))
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for genDone != nil {
@@ -166,10 +166,10 @@ func run(ctx context.Context, duration time.Duration, rate float64, seed uint64)
 				return err
 			}
 		case <-tick.C:
-			p.print()
+			p.tick()
 		}
 	}
-	p.print()
+	p.flush()
 	p.end()
 
 	fmt.Println("workload done; checking that every controller converges ...")
