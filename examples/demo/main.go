@@ -19,6 +19,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
@@ -133,6 +134,15 @@ func run(ctx context.Context, duration time.Duration, rate float64, seed uint64)
 			}
 		})
 	}
+	// The controllers fill their caches meanwhile.
+	held, err := waitCRDCreateHold(ctx, c)
+	if err != nil {
+		return err
+	}
+	if held > 0 {
+		fmt.Printf("waited %v before the first write: kube-apiserver holds every create of a custom resource for %v after its CRD is established\n",
+			held.Round(time.Millisecond), crdCreateHold)
+	}
 	fmt.Printf("controllers running; workload for %v at about %.0f writes/s (-seed %d)\n", duration, rate, seed)
 
 	w := newWorkload(c, seed, []*stats{sc, nc, pc}, inj, netc, psc)
@@ -142,7 +152,7 @@ func run(ctx context.Context, duration time.Duration, rate float64, seed uint64)
 	go func() { genDone <- w.run(genCtx, duration, rate) }()
 
 	fmt.Println("progress columns: sidecar/network/podset; cache lag is from sending a write to the controller's cache holding it")
-	p := newProgress(w)
+	p := newProgress(w, os.Stdout, isTerminal(os.Stdout))
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for genDone != nil {
@@ -166,10 +176,10 @@ func run(ctx context.Context, duration time.Duration, rate float64, seed uint64)
 				return err
 			}
 		case <-tick.C:
-			p.print()
+			p.tick()
 		}
 	}
-	p.print()
+	p.flush()
 	p.end()
 
 	fmt.Println("workload done; checking that every controller converges ...")
@@ -193,6 +203,7 @@ func run(ctx context.Context, duration time.Duration, rate float64, seed uint64)
 type clients struct {
 	kube kubernetes.Interface
 	dyn  dynamic.Interface
+	ext  apiextensions.Interface
 }
 
 func newClients(cfg *rest.Config) (*clients, error) {
@@ -204,7 +215,11 @@ func newClients(cfg *rest.Config) (*clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &clients{kube: kube, dyn: dyn}, nil
+	ext, err := apiextensions.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &clients{kube: kube, dyn: dyn, ext: ext}, nil
 }
 
 // setup installs the CRDs, the namespaces and the sidecar definition.
