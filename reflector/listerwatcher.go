@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/watchlist"
 )
 
 // Object is what a reflector stores: a Kubernetes API object with metadata.
@@ -143,6 +144,15 @@ func (t typedLW[T, E, L]) Watch(ctx context.Context, opts metav1.ListOptions) (w
 	return t.c.Watch(ctx, opts)
 }
 
+// IsWatchListSemanticsUnSupported reports whether the client cannot stream lists:
+// it says so, or it is one of client-go's fake typed clients, which embed
+// *testing.Fake (and so have its InvokesWatch method) and ignore
+// sendInitialEvents.
+func (t typedLW[T, E, L]) IsWatchListSemanticsUnSupported() bool {
+	return watchlist.DoesClientNotSupportWatchListSemantics(t.c) ||
+		reflect.ValueOf(t.c).MethodByName("InvokesWatch").IsValid()
+}
+
 var errNilList = errors.New("reflector: client returned a nil list and no error")
 
 // pointers returns pointers to the elements of items, without copying them.
@@ -204,6 +214,11 @@ func (d dynamicLW) Watch(ctx context.Context, opts metav1.ListOptions) (watch.In
 	return d.c.Watch(ctx, opts)
 }
 
+// IsWatchListSemanticsUnSupported is typedLW's.
+func (d dynamicLW) IsWatchListSemanticsUnSupported() bool {
+	return watchlist.DoesClientNotSupportWatchListSemantics(d.c)
+}
+
 // FromMetadata adapts a metadata client resource, which transfers only
 // object metadata (protobuf by default):
 //
@@ -229,6 +244,19 @@ func (m metadataLW) List(ctx context.Context, opts metav1.ListOptions) ([]*metav
 
 func (m metadataLW) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	return m.c.Watch(ctx, opts)
+}
+
+// IsWatchListSemanticsUnSupported is typedLW's.
+func (m metadataLW) IsWatchListSemanticsUnSupported() bool {
+	return watchlist.DoesClientNotSupportWatchListSemantics(m.c)
+}
+
+// streamingUnsupported reports whether lw says it cannot stream lists, through
+// the method client-go's fake clients and ctrlkit's adapters of them have
+// (IsWatchListSemanticsUnSupported): in WatchListAuto mode the reflector then
+// uses LIST from the start.
+func streamingUnsupported(lw any) bool {
+	return watchlist.DoesClientNotSupportWatchListSemantics(lw)
 }
 
 // WithProtobuf returns a copy of cfg that asks the server for protobuf, the

@@ -45,9 +45,10 @@ type streaming struct {
 // watching watches from the last synced resourceVersion. A stream carried
 // over from streaming comes with it; otherwise a new watch is opened.
 type watching struct {
-	w      watch.Interface    // open stream, or nil
-	cancel context.CancelFunc // ends w's request; set iff w is
-	start  time.Time          // when w was requested
+	w       watch.Interface    // open stream, or nil
+	cancel  context.CancelFunc // ends w's request; set iff w is
+	expired <-chan struct{}    // closed when w's request's context ends; set iff w is
+	start   time.Time          // when w was requested
 }
 
 // backingOff waits delay, then goes to next.
@@ -99,8 +100,11 @@ func (r *Reflector[T]) newMachine() (*machine[T], error) {
 }
 
 func (m *machine[T]) run(ctx context.Context) {
+	if m.cfg.WatchList == WatchListAuto && streamingUnsupported(m.r.lw) {
+		m.streamUnsupported = true
+	}
 	var s state = listing{rv: "0"}
-	if m.cfg.WatchList != WatchListOff {
+	if m.cfg.WatchList == WatchListOn || (m.cfg.WatchList == WatchListAuto && !m.streamUnsupported) {
 		s = streaming{rv: ""}
 	}
 	for s != nil {
@@ -262,6 +266,10 @@ func (m *machine[T]) stream(ctx context.Context, s streaming) state {
 		case <-ctx.Done():
 			stop()
 			return nil
+		case <-wctx.Done():
+			// The request's time is up and the ListerWatcher did not end the
+			// stream (as client-go's fake clients do not): give up on it.
+			ok = false
 		case e, ok = <-w.ResultChan():
 		}
 		if !ok {
@@ -329,7 +337,7 @@ func (m *machine[T]) stream(ctx context.Context, s streaming) state {
 			}
 			m.stored(ev.rv, true)
 			m.r.log.V(2).Info("listed by streaming", "resourceVersion", ev.rv, "items", len(buf.items))
-			return watching{w: w, cancel: cancel, start: start}
+			return watching{w: w, cancel: cancel, expired: wctx.Done(), start: start}
 		}
 	}
 }
@@ -364,12 +372,13 @@ func (m *machine[T]) fallback(s streaming) state {
 
 // watch runs a watching step.
 func (m *machine[T]) watch(ctx context.Context, s watching) state {
-	w, cancel, start := s.w, s.cancel, s.start
+	w, cancel, expired, start := s.w, s.cancel, s.expired, s.start
 	if w == nil {
 		opts := m.options()
 		opts.ResourceVersion = m.lastRV
 		opts.AllowWatchBookmarks = true
 		wctx, c := m.watchContext(ctx, &opts)
+		expired = wctx.Done()
 		start = time.Now()
 		var err error
 		w, err = m.r.lw.Watch(wctx, opts)
@@ -426,6 +435,11 @@ func (m *machine[T]) watch(ctx context.Context, s watching) state {
 			select {
 			case <-done:
 				return nil
+			case <-expired:
+				// The request's time is up and the ListerWatcher did not end
+				// the stream (as client-go's fake clients do not): give up
+				// on it and watch again, as after a timeout.
+				ok = false
 			case e, ok = <-results:
 			}
 		}
