@@ -31,27 +31,74 @@ var (
 	ErrLeadershipLost = errors.New("reconcile: leader election lost")
 )
 
-// SyncError is returned by Run when a source did not sync within
-// Config.SyncTimeout: its informer could not list (often a missing RBAC
-// permission: see the informer's Health and OnError) or its handler is stuck.
+// SyncError is returned by Run when a source did not sync: within
+// Config.SyncTimeout, or before Run's context ended. Its informer could not list
+// (often a missing RBAC permission) or its handler is stuck. It wraps the
+// source's last error, if the source reports one (see Source), and the
+// context's error when the context ended first, so that
+// errors.Is(err, reflector.ErrForbidden) and errors.Is(err, context.Canceled)
+// work on it.
 type SyncError struct {
 	Controller string
 	Source     string
-	Timeout    time.Duration
+	// Timeout is Config.SyncTimeout when it ran out; 0 when Run's context ended
+	// first.
+	Timeout time.Duration
+	// Cause is the error of Run's context when it ended first; nil otherwise.
+	Cause error
+	// Err is the source's last error, such as an informer's
+	// *reflector.AccessError; nil if the source reported none.
+	Err error
 }
 
 func (e *SyncError) Error() string {
-	return fmt.Sprintf("reconcile: controller %q: source %s did not sync within %v", e.Controller, e.Source, e.Timeout)
+	var msg string
+	if e.Cause != nil {
+		msg = fmt.Sprintf("reconcile: controller %q: stopped before source %s synced: %v", e.Controller, e.Source, e.Cause)
+	} else {
+		msg = fmt.Sprintf("reconcile: controller %q: source %s did not sync within %v", e.Controller, e.Source, e.Timeout)
+	}
+	if e.Err != nil {
+		msg += "; its last error: " + e.Err.Error()
+	}
+	return msg
 }
 
-// PanicError is the error a panic in Reconcile is turned into; the key is retried
-// with backoff like any other error.
+// Unwrap returns Cause and Err, those that are set.
+func (e *SyncError) Unwrap() []error {
+	var errs []error
+	for _, err := range []error{e.Cause, e.Err} {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+// PanicError is the error a recovered panic is turned into: a panic in Reconcile,
+// after which the key is retried with backoff like after any other error, or a
+// panic in a source's Mapper or Predicate (Source is set), after which the change
+// being mapped is dropped (a later change of the object, or a resync, brings its
+// keys again). Both are logged with the stack and counted (Metrics.Panicked,
+// Metrics.SourcePanicked).
 type PanicError struct {
+	// Source is the source whose Mapper or Predicate panicked; "" for Reconcile.
+	Source string
+	// Object is the key ("namespace/name") of the object being mapped or
+	// filtered; "" for Reconcile.
+	Object string
+	// Value is what was passed to panic.
 	Value any
+	// Stack is the panicking goroutine's stack.
 	Stack []byte
 }
 
-func (e *PanicError) Error() string { return fmt.Sprintf("reconcile: panic: %v", e.Value) }
+func (e *PanicError) Error() string {
+	if e.Source != "" {
+		return fmt.Sprintf("reconcile: source %s: panic while mapping %s: %v", e.Source, e.Object, e.Value)
+	}
+	return fmt.Sprintf("reconcile: panic: %v", e.Value)
+}
 
 // Config configures a Controller. The zero value works: one worker, client-go's
 // default rate limiter, no resync, no per-reconcile timeout, no leader election,
@@ -180,9 +227,10 @@ func (c *Controller[K]) enqueue(key K, p Priority) {
 // lost), stops the sources and shuts the queue down; when Run returns, no goroutine
 // it started is left and Reconcile is not running.
 //
-// It returns nil when ctx ends, a *SyncError if a source did not sync in time, an
-// error from a source's Start or from the leader election's setup,
-// ErrLeadershipLost, or ErrAlreadyStarted.
+// It returns nil when ctx ends after the sources synced, a *SyncError if a source
+// did not sync in time or before ctx ended (wrapping ctx's error then, and the
+// source's last error), an error from a source's Start or from the leader
+// election's setup, ErrLeadershipLost, or ErrAlreadyStarted.
 func (c *Controller[K]) Run(ctx context.Context) error {
 	c.mu.Lock()
 	if c.started {
@@ -203,6 +251,9 @@ func (c *Controller[K]) Run(ctx context.Context) error {
 		el.sources = sources
 	}
 	for _, src := range sources {
+		if rs, ok := src.(panicReportingSource); ok {
+			rs.reportPanicsTo(c.sourcePanicked)
+		}
 		stop, err := src.Start(c.enqueue)
 		if err != nil {
 			return err
@@ -212,9 +263,6 @@ func (c *Controller[K]) Run(ctx context.Context) error {
 		}
 	}
 	if err := c.waitForSync(ctx, sources); err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
 		return err
 	}
 	c.log.Info("sources synced", "sources", len(sources))
@@ -241,14 +289,28 @@ func (c *Controller[K]) waitForSync(ctx context.Context, sources []Source[K]) er
 		for !src.HasSynced() {
 			select {
 			case <-ctx.Done():
-				return ctx.Err()
+				return &SyncError{Controller: c.cfg.Name, Source: src.Name(), Cause: ctx.Err(), Err: lastError(src)}
 			case <-deadline:
-				return &SyncError{Controller: c.cfg.Name, Source: src.Name(), Timeout: c.cfg.SyncTimeout}
+				return &SyncError{Controller: c.cfg.Name, Source: src.Name(), Timeout: c.cfg.SyncTimeout, Err: lastError(src)}
 			case <-tick.C:
 			}
 		}
 	}
 	return nil
+}
+
+// lastError returns the last error of src, if it reports one (see Source).
+func lastError[K comparable](src Source[K]) error {
+	if e, ok := src.(interface{ LastError() error }); ok {
+		return e.LastError()
+	}
+	return nil
+}
+
+// sourcePanicked reports a panic of a source's Mapper or Predicate.
+func (c *Controller[K]) sourcePanicked(err *PanicError) {
+	c.metrics.SourcePanicked()
+	c.log.Error(err, "a source's mapper or predicate panicked; the change is dropped", "source", err.Source, "object", err.Object, "stack", string(err.Stack))
 }
 
 // work runs the workers and the resync until stop ends, then waits for the

@@ -111,12 +111,14 @@ type countingMetrics struct {
 	workers  atomic.Int64
 	active   atomic.Int64
 	panics   atomic.Int64
+	srcPanic atomic.Int64
 	outcomes [4]atomic.Int64
 }
 
 func (m *countingMetrics) Workers(n int)     { m.workers.Store(int64(n)) }
 func (m *countingMetrics) ReconcileStarted() { m.active.Add(1) }
 func (m *countingMetrics) Panicked()         { m.panics.Add(1) }
+func (m *countingMetrics) SourcePanicked()   { m.srcPanic.Add(1) }
 func (m *countingMetrics) ReconcileFinished(o Outcome, _ time.Duration) {
 	m.active.Add(-1)
 	m.outcomes[o].Add(1)

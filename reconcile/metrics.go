@@ -45,6 +45,9 @@ type Metrics interface {
 	// Panicked is called for every panic recovered from Reconcile, before
 	// ReconcileFinished(Failed, ...).
 	Panicked()
+	// SourcePanicked is called for every panic recovered from a source's Mapper
+	// or Predicate (see PanicError), from the source's goroutine.
+	SourcePanicked()
 }
 
 type noMetrics struct{}
@@ -53,3 +56,4 @@ func (noMetrics) Workers(int)                              {}
 func (noMetrics) ReconcileStarted()                        {}
 func (noMetrics) ReconcileFinished(Outcome, time.Duration) {}
 func (noMetrics) Panicked()                                {}
+func (noMetrics) SourcePanicked()                          {}

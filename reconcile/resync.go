@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"math/rand/v2"
+	"runtime/debug"
 	"time"
 )
 
@@ -27,7 +28,7 @@ func (c *Controller[K]) resync(ctx context.Context, sources []Source[K]) {
 		case <-timer.C:
 		}
 		start := time.Now()
-		keys = resyncKeys(keys[:0], sources)
+		keys = c.resyncKeys(keys[:0], sources)
 		c.log.V(1).Info("resync", "keys", len(keys))
 		due := spread(len(keys), period, rand.Float64)
 		for i := 0; i < len(keys); {
@@ -52,7 +53,30 @@ func (c *Controller[K]) resync(ctx context.Context, sources []Source[K]) {
 	}
 }
 
-// resyncKeys appends the distinct keys of all sources to dst, shuffled.
+// resyncKeys is the package function resyncKeys, with a panic of a source's
+// AppendKeys reported and that source's keys left out of this round.
+func (c *Controller[K]) resyncKeys(dst []K, sources []Source[K]) []K {
+	for _, src := range sources {
+		dst = c.appendKeys(dst, src)
+	}
+	return resyncKeys(dst, nil)
+}
+
+// appendKeys is src.AppendKeys(dst), or dst if it panics.
+func (c *Controller[K]) appendKeys(dst []K, src Source[K]) (out []K) {
+	n := len(dst)
+	defer func() {
+		if v := recover(); v != nil {
+			clear(dst[n:cap(dst)])
+			out = dst[:n]
+			c.sourcePanicked(&PanicError{Source: src.Name(), Object: "(resync)", Value: v, Stack: debug.Stack()})
+		}
+	}()
+	return src.AppendKeys(dst)
+}
+
+// resyncKeys appends the distinct keys of all sources to dst, with the keys
+// already in dst, shuffled.
 func resyncKeys[K comparable](dst []K, sources []Source[K]) []K {
 	for _, src := range sources {
 		dst = src.AppendKeys(dst)

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"fmt"
 	"maps"
+	"runtime/debug"
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,6 +41,17 @@ type Source[K comparable] interface {
 	// AppendKeys appends to dst every key the source currently holds, for the
 	// controller's level-triggered resync, and returns the extended slice.
 	AppendKeys(dst []K) []K
+}
+
+// A Source may also have a method LastError() error returning what keeps it from
+// syncing (FromInformer's returns the informer's Health().LastError): a
+// SyncError then wraps it.
+
+// panicReportingSource is implemented by the package's own sources, which recover
+// the panics of the user's Mapper and Predicates: the controller hands them the
+// function to report them to before Start.
+type panicReportingSource interface {
+	reportPanicsTo(report func(*PanicError))
 }
 
 // Mapper maps an object to the keys to reconcile when it changes. It must be safe
@@ -151,12 +163,17 @@ type host[T any] interface {
 	add(h informer.Handler[T]) (synced func() bool, remove func(), err error)
 	// list returns every cached object.
 	list() []T
+	// lastError returns the informer's last error (Health().LastError).
+	lastError() error
 }
 
 type informerHost[T reflector.Object] struct{ inf *informer.Informer[T] }
 
 func (h informerHost[T]) name() string { return h.inf.Name() }
 func (h informerHost[T]) list() []T    { return h.inf.Indexer().List() }
+func (h informerHost[T]) lastError() error {
+	return h.inf.Health().LastError
+}
 func (h informerHost[T]) add(hd informer.Handler[T]) (func() bool, func(), error) {
 	// The controller does its own, evenly spread resync: the informer's is off.
 	reg, err := h.inf.AddHandler(hd, informer.HandlerOptions{ResyncPeriod: -1})
@@ -172,7 +189,11 @@ func (h informerHost[T]) add(hd informer.Handler[T]) (func() bool, func(), error
 // when the controller stops.
 //
 // Creates of the informer's initial list are enqueued at Background priority, live
-// changes at Live. An update enqueues the keys of both the old and the new object,
+// changes at Live. A Mapper or Predicate that panics on an object is recovered:
+// the panic is logged by the controller with the object's key and stack and
+// counted (Metrics.SourcePanicked), and that change enqueues nothing; other
+// objects and later changes of the same object go on as usual. An update enqueues
+// the keys of both the old and the new object,
 // so a changed owner reference reaches both owners; a delete enqueues the keys of
 // the object's last known state, so the reconciler finds it missing and cleans up.
 // The informer's own per-handler resync is turned off for this handler: the
@@ -197,6 +218,42 @@ type informerSource[T any, K comparable] struct {
 	mu      sync.Mutex
 	synced  func() bool // set by Start
 	enqueue func(K, Priority)
+	report  func(*PanicError) // set by the controller before Start; nil: ignore
+}
+
+func (s *informerSource[T, K]) reportPanicsTo(report func(*PanicError)) {
+	s.mu.Lock()
+	s.report = report
+	s.mu.Unlock()
+}
+
+func (s *informerSource[T, K]) LastError() error { return s.host.lastError() }
+
+// recovered turns a panic of the user's Mapper or Predicate on obj, if any, into
+// a report. It must be deferred.
+func (s *informerSource[T, K]) recovered(obj T) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	s.mu.Lock()
+	report := s.report
+	s.mu.Unlock()
+	if report != nil {
+		report(&PanicError{Source: s.Name(), Object: objectName(obj), Value: v, Stack: debug.Stack()})
+	}
+}
+
+// objectName is obj's "namespace/name", if it has object metadata.
+func objectName(obj any) string {
+	m, ok := obj.(metav1.Object)
+	if !ok || m == nil {
+		return fmt.Sprintf("%T", obj)
+	}
+	if ns := m.GetNamespace(); ns != "" {
+		return ns + "/" + m.GetName()
+	}
+	return m.GetName()
 }
 
 func (s *informerSource[T, K]) Name() string { return "informer " + s.host.name() }
@@ -234,9 +291,15 @@ func (s *informerSource[T, K]) HasSynced() bool {
 
 func (s *informerSource[T, K]) AppendKeys(dst []K) []K {
 	for _, obj := range s.host.list() {
-		dst = append(dst, s.mapper(obj)...)
+		dst = s.appendMapped(dst, obj)
 	}
 	return dst
+}
+
+// appendMapped appends the keys of obj, or nothing if the Mapper panics.
+func (s *informerSource[T, K]) appendMapped(dst []K, obj T) []K {
+	defer s.recovered(obj)
+	return append(dst, s.mapper(obj)...)
 }
 
 func (s *informerSource[T, K]) pass(e Event[T]) bool {
@@ -255,6 +318,7 @@ func (s *informerSource[T, K]) send(obj T, p Priority) {
 }
 
 func (s *informerSource[T, K]) onAdd(obj T, inInitialList bool) {
+	defer s.recovered(obj)
 	if !s.pass(Event[T]{Type: Create, Obj: obj, InInitialList: inInitialList}) {
 		return
 	}
@@ -266,6 +330,7 @@ func (s *informerSource[T, K]) onAdd(obj T, inInitialList bool) {
 }
 
 func (s *informerSource[T, K]) onUpdate(old, obj T) {
+	defer s.recovered(obj)
 	if any(old) == any(obj) {
 		// An informer resync: re-enqueue at background priority, unfiltered.
 		s.send(obj, Background)
@@ -279,6 +344,7 @@ func (s *informerSource[T, K]) onUpdate(old, obj T) {
 }
 
 func (s *informerSource[T, K]) onDelete(d informer.Deleted[T]) {
+	defer s.recovered(d.Obj)
 	if !s.pass(Event[T]{Type: Delete, Obj: d.Obj}) {
 		return
 	}

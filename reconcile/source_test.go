@@ -125,6 +125,9 @@ type fakeHost struct {
 
 func (h *fakeHost) name() string { return "configmaps" }
 func (h *fakeHost) list() []cm   { return h.objs }
+func (h *fakeHost) lastError() error {
+	return h.err
+}
 func (h *fakeHost) add(hd informer.Handler[cm]) (func() bool, func(), error) {
 	if h.err != nil {
 		return nil, nil, h.err

@@ -9,6 +9,7 @@
 //	controller_runtime_reconcile_time_seconds{controller}          histogram  time per reconcile
 //	controller_runtime_max_concurrent_reconciles{controller}       gauge      configured workers
 //	controller_runtime_active_workers{controller}                  gauge      workers reconciling now
+//	ctrlkit_source_panics_total{controller}                        counter    panics of a source's Mapper or Predicate
 //
 // plus the controller's work queue metrics (workqueue_*{name=<controller>}) from
 // workqueue/prommetrics. The "requeue" result exists for compatibility and stays 0:
@@ -41,6 +42,7 @@ var Buckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.3
 type Metrics struct {
 	total                             *prometheus.CounterVec
 	errs, terminal, panics            prometheus.Counter
+	sourcePanics                      prometheus.Counter
 	took                              prometheus.Histogram
 	maxWorkers, active                prometheus.Gauge
 	success, requeueAfter, errResults prometheus.Counter
@@ -78,6 +80,10 @@ func New(reg prometheus.Registerer, controller string) (*Metrics, error) {
 		Namespace: "controller_runtime", Name: "reconcile_panics_total", ConstLabels: labels,
 		Help: "Total number of reconciliation panics per controller.",
 	})
+	m.sourcePanics = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "ctrlkit", Name: "source_panics_total", ConstLabels: labels,
+		Help: "Total number of panics of a source's mapper or predicate per controller.",
+	})
 	m.took = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: "controller_runtime", Name: "reconcile_time_seconds", ConstLabels: labels,
 		Buckets: Buckets,
@@ -97,7 +103,7 @@ func New(reg prometheus.Registerer, controller string) (*Metrics, error) {
 	m.errResults = m.total.WithLabelValues("error")
 	m.total.WithLabelValues("requeue")
 
-	all := []prometheus.Collector{m.total, m.errs, m.terminal, m.panics, m.took, m.maxWorkers, m.active}
+	all := []prometheus.Collector{m.total, m.errs, m.terminal, m.panics, m.sourcePanics, m.took, m.maxWorkers, m.active}
 	for i, c := range all {
 		if err := reg.Register(c); err != nil {
 			for _, done := range all[:i] {
@@ -129,6 +135,9 @@ func (m *Metrics) ReconcileStarted() { m.active.Inc() }
 
 // Panicked implements reconcile.Metrics.
 func (m *Metrics) Panicked() { m.panics.Inc() }
+
+// SourcePanicked implements reconcile.Metrics.
+func (m *Metrics) SourcePanicked() { m.sourcePanics.Inc() }
 
 // ReconcileFinished implements reconcile.Metrics.
 func (m *Metrics) ReconcileFinished(o reconcile.Outcome, took time.Duration) {
