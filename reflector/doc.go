@@ -47,6 +47,18 @@
 //     Config.OnError as soon as the server answers; the reflector keeps
 //     retrying with backoff, so fixing RBAC is enough to recover.
 //   - Config.Transform runs on every object before the store sees it.
+//   - One bad object never stops a collection. An object the Transform
+//     refuses (an error, nil or a panic), or that the ListerWatcher cannot
+//     decode but can name (FromREST), is a *RefusedError: reported to
+//     OnError, counted in Stats.Refused, left out of lists and, on a watch,
+//     dropped from the store (Refuser) while the watch goes on past it. A
+//     client-made watch error (an event no one can attribute) is retried
+//     once from the same resourceVersion, then relisted past; a
+//     StoreReadError (an unsafely deleted corrupt object) relists at once.
+//   - A watch or streaming list whose request's time is up is given up even
+//     if the ListerWatcher keeps it open (as client-go's fake clients do);
+//     ListerWatchers that say they cannot stream lists (fake clients) are
+//     listed from the start in WatchListAuto mode.
 //   - With a ReuseStore, a listed object is replaced in the list by the
 //     store's own instance only when Reuse returns one of the same
 //     namespace, name and resourceVersion. With FromREST and a

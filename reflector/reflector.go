@@ -214,7 +214,10 @@ type Health struct {
 	// up to: that of the last list, applied event or bookmark.
 	LastResourceVersion string
 	// LastEventTime is when the reflector last heard from the server: a list
-	// page, a watch event or a bookmark. Zero before the first.
+	// page, a watch event (an Error event the server sent included) or a
+	// bookmark. An error the client made up itself (a broken stream, an
+	// event it could not decode) is not news from the server and leaves it
+	// as it was. Zero before the first.
 	//
 	// While watch events arrive back to back, LastEventTime,
 	// LastResourceVersion and Stats.Events are published together once per
