@@ -70,7 +70,8 @@ func (m *promMetrics) ReconcileFinished(o reconcile.Outcome, took time.Duration)
 	m.total[o].Inc()
 	m.reconcileTime.Observe(took.Seconds())
 }
-func (m *promMetrics) Panicked() { m.panics.Inc() }
+func (m *promMetrics) Panicked()       { m.panics.Inc() }
+func (m *promMetrics) SourcePanicked() {}
 
 func (m *promMetrics) Added() { m.adds.Inc(); m.depth.Inc() }
 func (m *promMetrics) Started(waited time.Duration) {

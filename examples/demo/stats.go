@@ -34,6 +34,7 @@ var (
 func (s *stats) Workers(int)       {}
 func (s *stats) ReconcileStarted() {}
 func (s *stats) Panicked()         {}
+func (s *stats) SourcePanicked()   {}
 func (s *stats) ReconcileFinished(o reconcile.Outcome, _ time.Duration) {
 	s.reconciles.Add(1)
 	if o != reconcile.Succeeded {

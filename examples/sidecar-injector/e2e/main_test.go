@@ -137,6 +137,7 @@ func (r *reconciles) Workers(int)                                        {}
 func (r *reconciles) ReconcileStarted()                                  { r.started.Add(1) }
 func (r *reconciles) ReconcileFinished(reconcile.Outcome, time.Duration) { r.n.Add(1) }
 func (r *reconciles) Panicked()                                          {}
+func (r *reconciles) SourcePanicked()                                    {}
 
 // harness is a running controller watching one namespace.
 type harness struct {
