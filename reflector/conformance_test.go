@@ -205,6 +205,33 @@ func checkCalls[T Object](t *testing.T, st *memStore[T], want []storeCall) {
 	}
 }
 
+// startDriver runs a reflector of d into a new memStore with cfg and waits
+// until it blocks on its first request.
+func startDriver(t *testing.T, d *driver, cfg Config[configMap]) (*Reflector[configMap], *memStore[configMap]) {
+	t.Helper()
+	st := newMemStore[configMap]()
+	r := New[configMap](d, st, cfg)
+	start(t, r)
+	synctest.Wait()
+	return r, st
+}
+
+// checkDriverRequests compares the requests d has seen with want.
+func checkDriverRequests(t *testing.T, d *driver, want []string) {
+	t.Helper()
+	if diff := cmp.Diff(want, d.requests()); diff != "" {
+		t.Errorf("requests (-want +got):\n%s", diff)
+	}
+}
+
+// checkContents compares the store's contents with want.
+func checkContents(t *testing.T, st *memStore[configMap], want []string) {
+	t.Helper()
+	if diff := cmp.Diff(want, st.Contents()); diff != "" {
+		t.Errorf("store (-want +got):\n%s", diff)
+	}
+}
+
 // TestConformanceNothingHappensAfterStop covers client-go
 // TestReflectorWatchStoppedBefore, TestReflectorStopWatch and
 // TestReflectorHandleWatchStoppedBefore: with its context already done, Run
@@ -280,10 +307,7 @@ func TestConformanceStopEndsTheWatch(t *testing.T) {
 func TestConformanceErrorEventEndsTheWatch(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		d := &driver{list: listOf("1", cmAt("a", "1"))}
-		st := newMemStore[configMap]()
-		r := New[configMap](d, st, Config[configMap]{WatchList: WatchListOff})
-		start(t, r)
-		synctest.Wait()
+		r, st := startDriver(t, d, Config[configMap]{WatchList: WatchListOff})
 		w := d.watch(t, 0)
 		w.send(watch.Added, cmAt("b", "2"))
 		w.fail(apierrors.NewServiceUnavailable("etcd leader changed"))
@@ -298,12 +322,8 @@ func TestConformanceErrorEventEndsTheWatch(t *testing.T) {
 		}
 		time.Sleep(time.Minute)
 		synctest.Wait()
-		if diff := cmp.Diff([]string{"list rv=0 limit=500", "watch rv=1", "watch rv=2"}, d.requests()); diff != "" {
-			t.Errorf("requests (-want +got):\n%s", diff)
-		}
-		if diff := cmp.Diff([]string{"ns/a@1", "ns/b@2"}, st.Contents()); diff != "" {
-			t.Errorf("store (-want +got):\n%s", diff)
-		}
+		checkDriverRequests(t, d, []string{"list rv=0 limit=500", "watch rv=1", "watch rv=2"})
+		checkContents(t, st, []string{"ns/a@1", "ns/b@2"})
 	})
 }
 
@@ -366,10 +386,7 @@ func TestConformanceShortWatch(t *testing.T) {
 func TestConformanceWatchEventsReachTheStore(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		d := &driver{list: listOf("10", cmAt("foo", "1"), cmAt("bar", "2"))}
-		st := newMemStore[configMap]()
-		r := New[configMap](d, st, Config[configMap]{WatchList: WatchListOff})
-		start(t, r)
-		synctest.Wait()
+		r, st := startDriver(t, d, Config[configMap]{WatchList: WatchListOff})
 		w := d.watch(t, 0)
 		for _, step := range []struct {
 			typ    watch.EventType
@@ -396,15 +413,11 @@ func TestConformanceWatchEventsReachTheStore(t *testing.T) {
 			{op: "bookmark", rv: "60"},
 			{op: "delete", key: "ns/baz", rv: "70"},
 		})
-		if diff := cmp.Diff([]string{"ns/bar@55"}, st.Contents()); diff != "" {
-			t.Errorf("store (-want +got):\n%s", diff)
-		}
+		checkContents(t, st, []string{"ns/bar@55"})
 		time.Sleep(2 * time.Second)
 		w.end()
 		synctest.Wait()
-		if diff := cmp.Diff([]string{"list rv=0 limit=500", "watch rv=10", "watch rv=70"}, d.requests()); diff != "" {
-			t.Errorf("requests (-want +got):\n%s", diff)
-		}
+		checkDriverRequests(t, d, []string{"list rv=0 limit=500", "watch rv=10", "watch rv=70"})
 		if h := r.Health(); h.Stats.Events != 4 {
 			t.Errorf("Stats.Events = %d, want 4 (a bookmark is not an event)", h.Stats.Events)
 		}
@@ -436,10 +449,7 @@ func TestConformanceRequestOptions(t *testing.T) {
 		t.Run(tc.mode.String(), func(t *testing.T) {
 			bubble(t, func(t *testing.T) {
 				d := &driver{list: listOf("1", cmAt("foo", "1"))}
-				st := newMemStore[configMap]()
-				r := New[configMap](d, st, Config[configMap]{WatchList: tc.mode})
-				start(t, r)
-				synctest.Wait()
+				_, st := startDriver(t, d, Config[configMap]{WatchList: tc.mode})
 				w := d.watch(t, 0)
 				if tc.mode == WatchListAuto {
 					w.send(watch.Added, cmAt("foo", "1"))
@@ -451,9 +461,7 @@ func TestConformanceRequestOptions(t *testing.T) {
 				}
 				synctest.Wait()
 				want := []string{"ns/bar@3", "ns/baz@4", "ns/foo@2", "ns/qux@5", "ns/zoo@6"}
-				if diff := cmp.Diff(want, st.Contents()); diff != "" {
-					t.Errorf("store (-want +got):\n%s", diff)
-				}
+				checkContents(t, st, want)
 				got := d.options()
 				for i, o := range got {
 					if (o.TimeoutSeconds == nil) != (o.Limit > 0) {
@@ -677,9 +685,7 @@ func TestConformanceTooManyRequests(t *testing.T) {
 			time.Sleep(time.Minute)
 			synctest.Wait()
 			want := []string{"list rv=0 limit=500", "watch rv=7", "watch rv=7", "watch rv=7", "watch rv=7"}
-			if diff := cmp.Diff(want, d.requests()); diff != "" {
-				t.Errorf("requests (-want +got):\n%s", diff)
-			}
+			checkDriverRequests(t, d, want)
 			for i, got := range watchDelays(d) {
 				if got < 2*time.Second {
 					t.Errorf("retry %d after %v, before the server's Retry-After of 2s", i, got)
@@ -702,9 +708,7 @@ func TestConformanceTooManyRequests(t *testing.T) {
 			w.send(watch.Added, cmAt("p1", "1"))
 			w.send(watch.Bookmark, endOfInitialEvents("2"))
 			synctest.Wait()
-			if diff := cmp.Diff([]string{"stream rv=", "stream rv=", "stream rv="}, d.requests()); diff != "" {
-				t.Errorf("requests (-want +got):\n%s", diff)
-			}
+			checkDriverRequests(t, d, []string{"stream rv=", "stream rv=", "stream rv="})
 			checkCalls(t, st, []storeCall{{op: "replace", rv: "2", size: 1}})
 			if h := r.Health(); !h.Synced || h.Stats.StreamingLists != 1 || h.Stats.Failures != 2 {
 				t.Errorf("health = %+v", h)
@@ -813,10 +817,7 @@ func TestConformancePagination(t *testing.T) {
 		t.Run(strconv.Itoa(n), func(t *testing.T) {
 			bubble(t, func(t *testing.T) {
 				d := &driver{list: paged("10", n, 1000, nil)}
-				st := newMemStore[configMap]()
-				r := New[configMap](d, st, Config[configMap]{WatchList: WatchListOff, PageSize: 4})
-				start(t, r)
-				synctest.Wait()
+				r, st := startDriver(t, d, Config[configMap]{WatchList: WatchListOff, PageSize: 4})
 				want := []metav1.ListOptions{{ResourceVersion: "0", Limit: 4}}
 				for off := 4; off < n; off += 4 {
 					want = append(want, metav1.ListOptions{Continue: strconv.Itoa(off), Limit: 4})
@@ -855,10 +856,7 @@ func TestConformancePageErrorRestartsTheList(t *testing.T) {
 			}
 			return nil
 		})}
-		st := newMemStore[configMap]()
-		r := New[configMap](d, st, Config[configMap]{WatchList: WatchListOff, PageSize: 4})
-		start(t, r)
-		synctest.Wait()
+		r, st := startDriver(t, d, Config[configMap]{WatchList: WatchListOff, PageSize: 4})
 		if h := r.Health(); h.State != StateBackingOff || h.Synced || len(st.Calls()) != 0 {
 			t.Fatalf("health after the failed page = %+v, store calls %v", h, st.Calls())
 		}
@@ -868,9 +866,7 @@ func TestConformancePageErrorRestartsTheList(t *testing.T) {
 			"list rv=0 limit=4", "list continue limit=4",
 			"list rv=0 limit=4", "list continue limit=4", "list continue limit=4", "watch rv=10",
 		}
-		if diff := cmp.Diff(want, d.requests()); diff != "" {
-			t.Errorf("requests (-want +got):\n%s", diff)
-		}
+		checkDriverRequests(t, d, want)
 		checkCalls(t, st, []storeCall{{op: "replace", rv: "10", size: 10}})
 	})
 }
@@ -900,10 +896,7 @@ func TestConformanceRelistFromLastResourceVersion(t *testing.T) {
 					}
 					return listOf("16", cmAt("a", "9"), cmAt("b", "12"), cmAt("c", "16"))(opts)
 				}}
-				st := newMemStore[configMap]()
-				r := New[configMap](d, st, Config[configMap]{WatchList: tc.mode, PageSize: 4})
-				start(t, r)
-				synctest.Wait()
+				r, st := startDriver(t, d, Config[configMap]{WatchList: tc.mode, PageSize: 4})
 				w := d.watch(t, 0)
 				if tc.mode == WatchListOn {
 					w.send(watch.Added, cmAt("a", "9"))
@@ -922,12 +915,8 @@ func TestConformanceRelistFromLastResourceVersion(t *testing.T) {
 					w.send(watch.Bookmark, endOfInitialEvents("16"))
 					synctest.Wait()
 				}
-				if diff := cmp.Diff(tc.want, d.requests()); diff != "" {
-					t.Errorf("requests (-want +got):\n%s", diff)
-				}
-				if diff := cmp.Diff([]string{"ns/a@9", "ns/b@12", "ns/c@16"}, st.Contents()); diff != "" {
-					t.Errorf("store (-want +got):\n%s", diff)
-				}
+				checkDriverRequests(t, d, tc.want)
+				checkContents(t, st, []string{"ns/a@9", "ns/b@12", "ns/c@16"})
 				if h := r.Health(); h.LastResourceVersion != "16" || h.Stats.Expired != 1 || h.Stats.Failures != 0 {
 					t.Errorf("health = %+v", h)
 				}
@@ -950,9 +939,7 @@ func TestConformanceRelistPaginatedWithoutWatchCache(t *testing.T) {
 		synctest.Wait()
 		pages := []string{"list continue limit=500", "list continue limit=500"}
 		want := slices.Concat([]string{"list rv=0 limit=500"}, pages, []string{"watch rv=10", "list rv=10 limit=500"}, pages, []string{"watch rv=10"})
-		if diff := cmp.Diff(want, d.requests()); diff != "" {
-			t.Errorf("requests (-want +got):\n%s", diff)
-		}
+		checkDriverRequests(t, d, want)
 		checkCalls(t, st, []storeCall{{op: "replace", rv: "10", size: 10}, {op: "replace", rv: "10", size: 10}})
 	})
 }
@@ -982,16 +969,11 @@ func TestConformanceExpiredListFallsBackToMostRecent(t *testing.T) {
 					}
 					return nil, metav1.ListMeta{}, fmt.Errorf("unexpected list at %q", opts.ResourceVersion)
 				}}
-				st := newMemStore[configMap]()
-				r := New[configMap](d, st, Config[configMap]{WatchList: WatchListOff})
-				start(t, r)
-				synctest.Wait()
+				r, st := startDriver(t, d, Config[configMap]{WatchList: WatchListOff})
 				d.watch(t, 0).fail(gone("too old resource version: 10 (11)"))
 				synctest.Wait()
 				want := []string{"list rv=0 limit=500", "watch rv=10", "list rv=10 limit=0", "list rv= limit=500", "watch rv=11"}
-				if diff := cmp.Diff(want, d.requests()); diff != "" {
-					t.Errorf("requests (-want +got):\n%s", diff)
-				}
+				checkDriverRequests(t, d, want)
 				checkCalls(t, st, []storeCall{{op: "replace", rv: "10", size: 4}, {op: "replace", rv: "11", size: 8}})
 				if h := r.Health(); h.Stats.Expired != 2 || h.Stats.Failures != 0 || h.State != StateWatching {
 					t.Errorf("health = %+v", h)
@@ -1030,10 +1012,7 @@ func TestConformanceContinueTokenExpiresDuringRelist(t *testing.T) {
 					}
 					return nil
 				})}
-				st := newMemStore[configMap]()
-				r := New[configMap](d, st, Config[configMap]{WatchList: WatchListOff, PageSize: 4})
-				start(t, r)
-				synctest.Wait()
+				r, st := startDriver(t, d, Config[configMap]{WatchList: WatchListOff, PageSize: 4})
 				mu.Lock()
 				left = tc.expiries
 				mu.Unlock()
@@ -1155,10 +1134,7 @@ func TestConformanceWatchTimeout(t *testing.T) {
 func TestConformanceStreamingList(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		d := &driver{}
-		st := newMemStore[configMap]()
-		r := New[configMap](d, st, Config[configMap]{})
-		start(t, r)
-		synctest.Wait()
+		r, st := startDriver(t, d, Config[configMap]{})
 		w := d.watch(t, 0)
 		changed := cmAt("p1", "3")
 		changed.Data = map[string]string{"k": "v"}
@@ -1188,12 +1164,8 @@ func TestConformanceStreamingList(t *testing.T) {
 		st.mu.Unlock()
 		w.send(watch.Added, cmAt("p4", "6"))
 		synctest.Wait()
-		if diff := cmp.Diff([]string{"ns/p1@3", "ns/p2@2", "ns/p4@6"}, st.Contents()); diff != "" {
-			t.Errorf("store (-want +got):\n%s", diff)
-		}
-		if diff := cmp.Diff([]string{"stream rv="}, d.requests()); diff != "" {
-			t.Errorf("requests (-want +got):\n%s", diff)
-		}
+		checkContents(t, st, []string{"ns/p1@3", "ns/p2@2", "ns/p4@6"})
+		checkDriverRequests(t, d, []string{"stream rv="})
 		if r.LastSyncResourceVersion() != "6" {
 			t.Errorf("LastSyncResourceVersion = %q, want 6", r.LastSyncResourceVersion())
 		}
@@ -1212,10 +1184,7 @@ func TestConformanceStreamingList(t *testing.T) {
 func TestConformanceStreamWithoutEndMarker(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		d := &driver{}
-		st := newMemStore[configMap]()
-		r := New[configMap](d, st, Config[configMap]{})
-		start(t, r)
-		synctest.Wait()
+		r, st := startDriver(t, d, Config[configMap]{})
 		w := d.watch(t, 0)
 		w.send(watch.Added, cmAt("p1", "1"))
 		w.send(watch.Added, cmAt("p2", "2"))
@@ -1235,9 +1204,7 @@ func TestConformanceStreamWithoutEndMarker(t *testing.T) {
 		w.send(watch.Bookmark, endOfInitialEvents("2"))
 		synctest.Wait()
 		checkCalls(t, st, []storeCall{{op: "replace", rv: "2", size: 2}})
-		if diff := cmp.Diff([]string{"stream rv="}, d.requests()); diff != "" {
-			t.Errorf("requests (-want +got):\n%s", diff)
-		}
+		checkDriverRequests(t, d, []string{"stream rv="})
 	})
 }
 
@@ -1266,21 +1233,14 @@ func TestConformanceStreamingFallback(t *testing.T) {
 				}
 				return nil
 			}}
-			st := newMemStore[configMap]()
-			r := New[configMap](d, st, Config[configMap]{})
-			start(t, r)
-			synctest.Wait()
+			r, st := startDriver(t, d, Config[configMap]{})
 			w := d.watch(t, 0)
 			w.send(watch.Added, cmAt("p2", "2"))
 			w.fail(apierrors.NewResourceExpired("too old resource version"))
 			synctest.Wait()
 			want := []string{"stream rv=", "list rv=0 limit=500", "watch rv=1", "list rv=2 limit=0", "watch rv=2"}
-			if diff := cmp.Diff(want, d.requests()); diff != "" {
-				t.Errorf("requests (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff([]string{"ns/p1@1", "ns/p2@2"}, st.Contents()); diff != "" {
-				t.Errorf("store (-want +got):\n%s", diff)
-			}
+			checkDriverRequests(t, d, want)
+			checkContents(t, st, []string{"ns/p1@1", "ns/p2@2"})
 			if h := r.Health(); h.Stats.Failures != 0 || h.LastError != nil {
 				t.Errorf("a server without streaming lists is not a failure: %+v", h)
 			}
@@ -1289,10 +1249,7 @@ func TestConformanceStreamingFallback(t *testing.T) {
 	t.Run("other error", func(t *testing.T) {
 		bubble(t, func(t *testing.T) {
 			d := &driver{list: listOf("1"), watchErr: refuseWatches(1, errBoom)}
-			st := newMemStore[configMap]()
-			r := New[configMap](d, st, Config[configMap]{})
-			start(t, r)
-			synctest.Wait()
+			r, st := startDriver(t, d, Config[configMap]{})
 			if h := r.Health(); h.State != StateBackingOff || !errors.Is(h.LastError, errBoom) {
 				t.Fatalf("health after the failed stream = %+v", h)
 			}
@@ -1302,9 +1259,7 @@ func TestConformanceStreamingFallback(t *testing.T) {
 			w.send(watch.Added, cmAt("p1", "1"))
 			w.send(watch.Bookmark, endOfInitialEvents("1"))
 			synctest.Wait()
-			if diff := cmp.Diff([]string{"stream rv=", "stream rv="}, d.requests()); diff != "" {
-				t.Errorf("requests (-want +got):\n%s", diff)
-			}
+			checkDriverRequests(t, d, []string{"stream rv=", "stream rv="})
 			checkCalls(t, st, []storeCall{{op: "replace", rv: "1", size: 1}})
 		})
 	})
@@ -1318,10 +1273,7 @@ func TestConformanceStreamingFallback(t *testing.T) {
 		t.Run("stream ends early/"+tc.mode.String(), func(t *testing.T) {
 			bubble(t, func(t *testing.T) {
 				d := &driver{list: listOf("1", cmAt("p1", "1"))}
-				st := newMemStore[configMap]()
-				r := New[configMap](d, st, Config[configMap]{WatchList: tc.mode})
-				start(t, r)
-				synctest.Wait()
+				r, st := startDriver(t, d, Config[configMap]{WatchList: tc.mode})
 				w := d.watch(t, 0)
 				w.send(watch.Added, cmAt("p1", "1"))
 				w.end()
@@ -1336,9 +1288,7 @@ func TestConformanceStreamingFallback(t *testing.T) {
 					w.send(watch.Bookmark, endOfInitialEvents("1"))
 					synctest.Wait()
 				}
-				if diff := cmp.Diff(tc.want, d.requests()); diff != "" {
-					t.Errorf("requests (-want +got):\n%s", diff)
-				}
+				checkDriverRequests(t, d, tc.want)
 				if w.stopped() == 0 {
 					t.Error("the stream that ended early was not stopped")
 				}
@@ -1358,10 +1308,7 @@ func TestConformanceStreamingFallback(t *testing.T) {
 func TestConformanceWatchAfterStreamingList(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		d := &driver{}
-		st := newMemStore[configMap]()
-		r := New[configMap](d, st, Config[configMap]{})
-		start(t, r)
-		synctest.Wait()
+		_, st := startDriver(t, d, Config[configMap]{})
 		w := d.watch(t, 0)
 		w.send(watch.Added, cmAt("p1", "1"))
 		w.send(watch.Added, cmAt("p2", "2"))
@@ -1377,15 +1324,11 @@ func TestConformanceWatchAfterStreamingList(t *testing.T) {
 		w.send(watch.Added, cmAt("p4", "4"))
 		w.fail(apierrors.NewResourceExpired("rv already expired"))
 		synctest.Wait()
-		if diff := cmp.Diff([]string{"stream rv=", "watch rv=3", "stream rv=4"}, d.requests()); diff != "" {
-			t.Errorf("requests (-want +got):\n%s", diff)
-		}
+		checkDriverRequests(t, d, []string{"stream rv=", "watch rv=3", "stream rv=4"})
 		if o := d.watch(t, 2).opts; o.SendInitialEvents == nil || !*o.SendInitialEvents || o.ResourceVersionMatch != metav1.ResourceVersionMatchNotOlderThan {
 			t.Errorf("streaming relist options %+v", o)
 		}
-		if diff := cmp.Diff([]string{"ns/p1@1", "ns/p2@2", "ns/p3@3", "ns/p4@4"}, st.Contents()); diff != "" {
-			t.Errorf("store (-want +got):\n%s", diff)
-		}
+		checkContents(t, st, []string{"ns/p1@1", "ns/p2@2", "ns/p3@3", "ns/p4@4"})
 	})
 }
 
