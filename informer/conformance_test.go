@@ -58,6 +58,28 @@ func (g *guarded) enter() {
 	}
 }
 
+// checkRemoved checks that each handler's story is consistent and that, once it
+// was removed, it got at most the one call that was starting.
+func checkRemoved(t *testing.T, what string, gs []*guarded) {
+	t.Helper()
+	for i, g := range gs {
+		g.check(t)
+		if n := g.late.Load(); n > 1 {
+			t.Errorf("%s %d got %d calls after RemoveHandler returned", what, i, n)
+		}
+	}
+}
+
+// healCompacted compacts srv's history while part is cut, heals part after the
+// watch has failed, and waits (in the bubble) for the relist that follows.
+func healCompacted(srv *reflectortest.Server[cm], part *reflectortest.Partition[cm]) {
+	srv.Compact()
+	time.Sleep(2 * time.Second)
+	part.Heal()
+	time.Sleep(time.Minute)
+	synctest.Wait()
+}
+
 // leave closes seen once the sentinel is recorded.
 func (g *guarded) leave(obj cm) {
 	if obj.Name == g.sentinel {
@@ -301,12 +323,7 @@ func TestConformanceHandlersJoinAndLeaveUnderChurn(t *testing.T) {
 		if len(removed) == 0 {
 			t.Fatal("no handler was removed")
 		}
-		for i, g := range removed {
-			g.check(t)
-			if n := g.late.Load(); n > 1 {
-				t.Errorf("removed handler %d got %d calls after RemoveHandler returned", i, n)
-			}
-		}
+		checkRemoved(t, "removed handler", removed)
 		t.Logf("%d handlers live, %d removed", len(live), len(removed))
 	})
 }
@@ -417,12 +434,7 @@ func TestConformanceHandlerAbuse(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	for i, g := range all {
-		g.check(t)
-		if n := g.late.Load(); n > 1 {
-			t.Errorf("handler %d got %d calls after it was removed", i, n)
-		}
-	}
+	checkRemoved(t, "handler", all)
 	t.Logf("%d handlers added, %d live at the sentinel", len(all), len(live))
 }
 
@@ -1067,11 +1079,7 @@ func TestConformanceTransform(t *testing.T) {
 		// A deletion found by a relist carries the transformed cached object.
 		part.Cut()
 		mustDelete(t, srv, "pod3")
-		srv.Compact()
-		time.Sleep(2 * time.Second)
-		part.Heal()
-		time.Sleep(time.Minute)
-		synctest.Wait()
+		healCompacted(srv, part)
 		if diff := cmp.Diff([]string{"tombstone pod3/1"}, take()); diff != "" {
 			t.Errorf("calls after the relist (-want +got):\n%s", diff)
 		}
@@ -1332,11 +1340,7 @@ func TestConformanceRelistEvents(t *testing.T) {
 
 				part.Cut()
 				tc.change(t, srv)
-				srv.Compact()
-				time.Sleep(2 * time.Second)
-				part.Heal()
-				time.Sleep(time.Minute)
-				synctest.Wait()
+				healCompacted(srv, part)
 				mu.Lock()
 				defer mu.Unlock()
 				if diff := cmp.Diff(tc.want(srv, before), got, cmp.AllowUnexported(record{})); diff != "" {
@@ -1380,11 +1384,7 @@ func TestConformanceResourceVersion(t *testing.T) {
 		part.Cut()
 		mustCreate(t, srv, configMap("cm-1"))
 		mustCreate(t, srv, configMap("cm-2"))
-		srv.Compact()
-		time.Sleep(2 * time.Second)
-		part.Heal()
-		time.Sleep(time.Minute)
-		synctest.Wait()
+		healCompacted(srv, part)
 		expect("a relist", srv.ResourceVersion())
 	})
 }
@@ -1430,11 +1430,7 @@ func TestConformanceResourceVersionTransformed(t *testing.T) {
 		}
 		part.Cut()
 		mustUpdate(t, srv, configMap("cm-0", "foo", "bar2"))
-		srv.Compact()
-		time.Sleep(2 * time.Second)
-		part.Heal()
-		time.Sleep(time.Minute)
-		synctest.Wait()
+		healCompacted(srv, part)
 		if got := inf.LastAppliedResourceVersion(); got != srv.ResourceVersion() {
 			t.Errorf("after a relist: %q, want %q", got, srv.ResourceVersion())
 		}
@@ -1481,11 +1477,7 @@ func TestConformanceDeletedObjects(t *testing.T) {
 		synctest.Wait()
 		part.Cut()
 		mustDelete(t, srv, "cm-1")
-		srv.Compact()
-		time.Sleep(2 * time.Second)
-		part.Heal()
-		time.Sleep(time.Minute)
-		synctest.Wait()
+		healCompacted(srv, part)
 		mu.Lock()
 		defer mu.Unlock()
 		if len(dels) != 2 {
