@@ -34,15 +34,11 @@ func TestConformanceAddAfterSimple(t *testing.T) {
 		defer q.ShutDown()
 		q.AddAfter("foo", 50*time.Millisecond)
 		advance(49 * time.Millisecond)
-		if n := q.Len(); n != 0 {
-			t.Fatalf("Len = %d before the delay", n)
-		}
+		checkLen(t, q, 0, "before the delay")
 		advance(11 * time.Millisecond)
 		wantReady(t, q, "foo")
 		advance(10 * time.Second)
-		if n := q.Len(); n != 0 {
-			t.Fatalf("Len = %d: the delayed item came back", n)
-		}
+		checkLen(t, q, 0, "(the delayed item came back)")
 		checkInvariants(t, q)
 	})
 }
@@ -56,9 +52,7 @@ func TestConformanceAddAfterDedup(t *testing.T) {
 		// The later deadline second: ignored.
 		q.AddAfter("foo", 50*time.Millisecond)
 		q.AddAfter("foo", 70*time.Millisecond)
-		if n := q.Len(); n != 0 {
-			t.Fatalf("Len = %d before the delays", n)
-		}
+		checkLen(t, q, 0, "before the delays")
 		advance(60 * time.Millisecond)
 		wantReady(t, q, "foo")
 		advance(20 * time.Millisecond) // past the later deadline
@@ -108,9 +102,7 @@ func TestConformanceAddAfterDeadlineOrder(t *testing.T) {
 		q.AddAfter("baz", 250*time.Millisecond)
 		wantReady(t, q)
 		advance(2 * time.Second)
-		if n := q.Len(); n != 3 {
-			t.Fatalf("Len = %d, want 3", n)
-		}
+		checkLen(t, q, 3, "now")
 		wantReady(t, q, "baz", "bar", "foo")
 		checkInvariants(t, q)
 	})
@@ -133,9 +125,7 @@ func TestConformanceAddAfterShutDown(t *testing.T) {
 			t.Fatalf("Get = %v, want ErrShutDown at once", err)
 		}
 		advance(time.Hour)
-		if n := q.Len(); n != 0 {
-			t.Fatalf("Len = %d: a delayed add arrived after shut-down", n)
-		}
+		checkLen(t, q, 0, "(a delayed add arrived after shut-down)")
 		if n := q.NumRequeues("limited"); n != 0 {
 			t.Fatalf("NumRequeues = %d: AddRateLimited after shut-down recorded a failure", n)
 		}

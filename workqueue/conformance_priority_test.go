@@ -37,6 +37,62 @@ func wantMetrics(t *testing.T, m *recMetrics, added, retried int) {
 	}
 }
 
+// checkLen checks that q holds want ready items at the point named by when.
+func checkLen[T comparable](t *testing.T, q *Queue[T], want int, when string) {
+	t.Helper()
+	if n := q.Len(); n != want {
+		t.Fatalf("Len = %d %s, want %d", n, when, want)
+	}
+}
+
+// outcome lets the bubble settle and returns the outcome of the Get behind res,
+// failing the test with why if that Get is still blocked.
+func outcome[T comparable](t *testing.T, res <-chan asyncGet[T], why string) asyncGet[T] {
+	t.Helper()
+	synctest.Wait()
+	select {
+	case r := <-res:
+		return r
+	default:
+		t.Fatal(why)
+		return asyncGet[T]{}
+	}
+}
+
+// newMetered returns a queue whose metrics m records.
+func newMetered() (q *Queue[string], m *recMetrics) {
+	m = &recMetrics{}
+	return New(Config[string]{Metrics: m}), m
+}
+
+// wantGet checks that the next ready item of q is want, without waiting for one.
+func wantGet(t *testing.T, q *Queue[string], want string) {
+	t.Helper()
+	if item, _ := q.Get(doneCtx); item != want {
+		t.Fatalf("Get = %q, want %q", item, want)
+	}
+}
+
+// handOut starts a worker that takes n items from q and sends each on the returned
+// channel, calling Done on it first if done is set.
+func handOut(t *testing.T, q *Queue[string], n int, done bool) <-chan string {
+	got := make(chan string, n)
+	go func() {
+		for range n {
+			item, err := q.Get(context.Background())
+			if err != nil {
+				t.Errorf("Get: %v", err)
+				return
+			}
+			got <- item
+			if done {
+				q.Done(item)
+			}
+		}
+	}()
+	return got
+}
+
 // metricsStep is a step that checks the metrics.
 func metricsStep(m *recMetrics, added, retried int) step {
 	return step{fmt.Sprintf("metrics %d added, %d retried", added, retried), func(t *testing.T, q *Queue[string]) {
@@ -187,8 +243,7 @@ func TestConformancePrioritySteps(t *testing.T) {
 // one.
 func TestConformanceDelayedAddIsNotCancelled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := &recMetrics{}
-		q := New(Config[string]{Metrics: m})
+		q, m := newMetered()
 		defer q.ShutDown()
 		waiting := getAsync(context.Background(), q)
 		q.AddWithOptions("foo", AddOptions{Delay: time.Minute})
@@ -296,8 +351,7 @@ func TestConformancePriorityAging(t *testing.T) {
 // not handed a delayed item before its delay, and is at its deadline.
 func TestConformanceDelayedItemNotBeforeDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := &recMetrics{}
-		q := New(Config[string]{Metrics: m})
+		q, m := newMetered()
 		defer q.ShutDown()
 		start := time.Now()
 		waiting := getAsync(context.Background(), q)
@@ -319,18 +373,13 @@ func TestConformanceDelayedItemNotBeforeDeadline(t *testing.T) {
 // all along.
 func TestConformanceDueHighPriorityFirst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := &recMetrics{}
-		q := New(Config[string]{Metrics: m})
+		q, m := newMetered()
 		defer q.ShutDown()
 		q.AddWithOptions("foo", AddOptions{Priority: -100})
 		q.AddWithOptions("prio", AddOptions{Priority: 0, Delay: time.Second})
 		advance(time.Second)
-		if item, _ := q.Get(doneCtx); item != "prio" {
-			t.Fatalf("Get = %q, want prio", item)
-		}
-		if n := q.Len(); n != 1 {
-			t.Fatalf("Len = %d, want 1 (foo)", n)
-		}
+		wantGet(t, q, "prio")
+		checkLen(t, q, 1, "with foo left")
 		wantMetrics(t, m, 2, 1)
 	})
 }
@@ -339,21 +388,14 @@ func TestConformanceDueHighPriorityFirst(t *testing.T) {
 // at once.
 func TestConformanceAddWakesBlockedGet(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := &recMetrics{}
-		q := New(Config[string]{Metrics: m})
+		q, m := newMetered()
 		defer q.ShutDown()
 		start := time.Now()
 		waiting := getAsync(context.Background(), q)
 		stillBlocked(t, waiting)
 		q.Add("foo")
-		synctest.Wait()
-		select {
-		case r := <-waiting:
-			if r.item != "foo" || r.err != nil || time.Since(start) != 0 {
-				t.Fatalf("Get = %q, %v after %v; want foo at once", r.item, r.err, time.Since(start))
-			}
-		default:
-			t.Fatal("the add did not wake the blocked Get")
+		if r := outcome(t, waiting, "the add did not wake the blocked Get"); r.item != "foo" || r.err != nil || time.Since(start) != 0 {
+			t.Fatalf("Get = %q, %v after %v; want foo at once", r.item, r.err, time.Since(start))
 		}
 		wantMetrics(t, m, 1, 0)
 	})
@@ -363,21 +405,9 @@ func TestConformanceAddWakesBlockedGet(t *testing.T) {
 // blocked in Get receives delayed items in deadline order.
 func TestConformanceBlockedWorkerGetsDeadlineOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := &recMetrics{}
-		q := New(Config[string]{Metrics: m})
+		q, m := newMetered()
 		defer q.ShutDown()
-		got := make(chan string, 2)
-		go func() {
-			for range 2 {
-				item, err := q.Get(context.Background())
-				if err != nil {
-					t.Errorf("Get: %v", err)
-					return
-				}
-				got <- item
-				q.Done(item)
-			}
-		}()
+		got := handOut(t, q, 2, true)
 		q.AddWithOptions("foo", AddOptions{Delay: time.Second})
 		q.AddWithOptions("bar", AddOptions{Delay: 200 * time.Millisecond})
 		synctest.Wait()
@@ -399,14 +429,8 @@ func TestConformanceShutDownUnblocksGet(t *testing.T) {
 		waiting := getAsync(context.Background(), q)
 		stillBlocked(t, waiting)
 		q.ShutDown()
-		synctest.Wait()
-		select {
-		case r := <-waiting:
-			if !errors.Is(r.err, ErrShutDown) || r.item != "" {
-				t.Fatalf("Get = %q, %v; want ErrShutDown", r.item, r.err)
-			}
-		default:
-			t.Fatal("ShutDown did not unblock Get")
+		if r := outcome(t, waiting, "ShutDown did not unblock Get"); !errors.Is(r.err, ErrShutDown) || r.item != "" {
+			t.Fatalf("Get = %q, %v; want ErrShutDown", r.item, r.err)
 		}
 	})
 }
@@ -416,27 +440,20 @@ func TestConformanceShutDownUnblocksGet(t *testing.T) {
 // emptied.
 func TestConformanceLenCountsDueItems(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := &recMetrics{}
-		q := New(Config[string]{Metrics: m})
+		q, m := newMetered()
 		defer q.ShutDown()
 		for round := range 2 {
 			q.AddWithOptions("foo", AddOptions{Delay: 500 * time.Millisecond})
 			q.Add("baz")
 			q.AddWithOptions("bar", AddOptions{Delay: 500 * time.Millisecond})
 			q.Add("bal")
-			if n := q.Len(); n != 2 {
-				t.Fatalf("round %d: Len = %d before the delay, want 2", round, n)
-			}
+			checkLen(t, q, 2, fmt.Sprintf("round %d, before the delay", round))
 			wantMetrics(t, m, 4*round+2, 2*round+2)
 			advance(time.Second)
-			if n := q.Len(); n != 4 {
-				t.Fatalf("round %d: Len = %d after the delay, want 4", round, n)
-			}
+			checkLen(t, q, 4, fmt.Sprintf("round %d, after the delay", round))
 			wantMetrics(t, m, 4*round+4, 2*round+2)
 			getAll(t, q)
-			if n := q.Len(); n != 0 {
-				t.Fatalf("round %d: Len = %d after taking everything", round, n)
-			}
+			checkLen(t, q, 0, fmt.Sprintf("round %d, after taking everything", round))
 		}
 		checkInvariants(t, q)
 	})
@@ -447,26 +464,17 @@ func TestConformanceLenCountsDueItems(t *testing.T) {
 // once a delayed add has fired, an immediate add of the waiting item is a duplicate.
 func TestConformanceAddAfterFiredIsDeduplicated(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := &recMetrics{}
-		q := New(Config[string]{Metrics: m})
+		q, m := newMetered()
 		defer q.ShutDown()
 		q.AddWithOptions("foo", AddOptions{Delay: 50 * time.Millisecond})
 		advance(50 * time.Millisecond)
-		if n := q.Len(); n != 1 {
-			t.Fatalf("Len = %d after the delay, want 1", n)
-		}
+		checkLen(t, q, 1, "after the delay")
 		wantMetrics(t, m, 1, 1)
 		q.Add("foo")
-		if n := q.Len(); n != 1 {
-			t.Fatalf("Len = %d after a duplicate add, want 1", n)
-		}
+		checkLen(t, q, 1, "after a duplicate add")
 		wantMetrics(t, m, 1, 1)
-		if item, _ := q.Get(doneCtx); item != "foo" {
-			t.Fatalf("Get = %q, want foo", item)
-		}
-		if n := q.Len(); n != 0 {
-			t.Fatalf("Len = %d after Get, want 0", n)
-		}
+		wantGet(t, q, "foo")
+		checkLen(t, q, 0, "after Get")
 		wantMetrics(t, m, 1, 1)
 	})
 }
@@ -480,17 +488,7 @@ func TestConformanceRateLimitedItemsIndependent(t *testing.T) {
 		lim := NewExponential[string](5*time.Millisecond, 1000*time.Second)
 		q := New(Config[string]{Metrics: m, RateLimiter: lim})
 		defer q.ShutDown()
-		got := make(chan string, 2)
-		go func() {
-			for range 2 {
-				item, err := q.Get(context.Background())
-				if err != nil {
-					t.Errorf("Get: %v", err)
-					return
-				}
-				got <- item
-			}
-		}()
+		got := handOut(t, q, 2, false)
 		for range 7 {
 			lim.When("bar")
 		}

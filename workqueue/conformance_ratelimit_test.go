@@ -140,9 +140,7 @@ func TestConformanceClientGoMaxWaitLimiter(t *testing.T) {
 			t.Fatalf("at 5ms: %d items ready, want items 0..99", len(got))
 		}
 		advance(500*time.Second - 5*time.Millisecond - time.Nanosecond)
-		if n := q.Len(); n != 0 {
-			t.Fatalf("Len = %d before the 500s cap", n)
-		}
+		checkLen(t, q, 0, "before the 500s cap")
 		advance(time.Nanosecond)
 		if got := getAll(t, q); len(got) != 100 || got[0] != 100 || got[99] != 199 {
 			t.Fatalf("at 500s: %d items ready, want items 100..199", len(got))
@@ -184,9 +182,7 @@ func TestConformanceDefaultLimiterThroughQueue(t *testing.T) {
 			t.Fatalf("at 5ms: %d items ready, want the burst of 100", len(got))
 		}
 		advance(95*time.Millisecond - time.Nanosecond)
-		if n := q.Len(); n != 0 {
-			t.Fatalf("Len = %d before the bucket's next token", n)
-		}
+		checkLen(t, q, 0, "before the bucket's next token")
 		advance(time.Nanosecond)
 		if got := getAll(t, q); len(got) != 1 || got[0] != 100 {
 			t.Fatalf("at 100ms: ready %v, want [100]", got)

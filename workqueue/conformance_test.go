@@ -53,6 +53,19 @@ func stillBlocked[T comparable](t *testing.T, res <-chan asyncGet[T]) {
 	}
 }
 
+// shutDownOrDrain shuts q down with ShutDownWithDrain if drain is set, with ShutDown
+// otherwise.
+func shutDownOrDrain[T comparable](t *testing.T, q *Queue[T], drain bool) {
+	t.Helper()
+	if !drain {
+		q.ShutDown()
+		return
+	}
+	if err := q.ShutDownWithDrain(context.Background()); err != nil {
+		t.Fatalf("ShutDownWithDrain: %v", err)
+	}
+}
+
 // covers client-go TestBasic: 50 producers add their item 50 times each while 10 workers
 // process; after ShutDown (or ShutDownWithDrain) a late add is never handed out, every
 // worker ends with ErrShutDown and the queue is empty. Beyond upstream: no add made before
@@ -98,21 +111,15 @@ func TestConformanceBasic(t *testing.T) {
 					})
 				}
 				prod.Wait()
+				shutDownOrDrain(t, q, drain)
 				if drain {
-					if err := q.ShutDownWithDrain(context.Background()); err != nil {
-						t.Fatalf("ShutDownWithDrain: %v", err)
-					}
 					if n := q.inFlight().Items; n != 0 {
 						t.Fatalf("drain returned with %d items in flight", n)
 					}
-				} else {
-					q.ShutDown()
 				}
 				q.Add(late)
 				cons.Wait()
-				if n := q.Len(); n != 0 {
-					t.Fatalf("Len = %d at the end", n)
-				}
+				checkLen(t, q, 0, "at the end")
 				for p := range producers {
 					if a, s := adds[p].Load(), seen[p].Load(); a != s {
 						t.Errorf("item %d: %d adds, last processing saw %d", p, a, s)
@@ -160,17 +167,9 @@ func TestConformanceAddWhileProcessing(t *testing.T) {
 				})
 			}
 			prod.Wait()
-			if drain {
-				if err := q.ShutDownWithDrain(context.Background()); err != nil {
-					t.Fatalf("ShutDownWithDrain: %v", err)
-				}
-			} else {
-				q.ShutDown()
-			}
+			shutDownOrDrain(t, q, drain)
 			cons.Wait()
-			if n := q.Len(); n != 0 {
-				t.Fatalf("Len = %d at the end", n)
-			}
+			checkLen(t, q, 0, "at the end")
 			checkInvariants(t, q)
 		})
 	}
@@ -234,12 +233,26 @@ func TestConformanceCollapseWhileProcessing(t *testing.T) {
 			t.Fatalf("second worker got %q, %v; want foo", r.item, r.err)
 		}
 		q.Done("foo")
-		if n := q.Len(); n != 0 {
-			t.Fatalf("Len = %d, want 0: the two re-adds collapsed into one", n)
-		}
+		checkLen(t, q, 0, "(the two re-adds collapsed into one)")
 		stillBlocked(t, getAsync(t.Context(), q))
 		checkInvariants(t, q)
 	})
+}
+
+// drainTwoInFlight makes a queue with two items in flight, starts ShutDownWithDrain and
+// checks that Get reports the shut-down while the drain waits.
+func drainTwoInFlight(t *testing.T) (q *Queue[string], first, second string, drained <-chan error) {
+	t.Helper()
+	q = New(Config[string]{})
+	q.Add("foo")
+	q.Add("bar")
+	first, _ = q.Get(context.Background())
+	second, _ = q.Get(context.Background())
+	drained = startDrain(t, q)
+	if _, err := q.Get(context.Background()); !errors.Is(err, ErrShutDown) {
+		t.Fatalf("Get during the drain = %v, want ErrShutDown", err)
+	}
+	return q, first, second, drained
 }
 
 // covers client-go TestQueueDrainageUsingShutDownWithDrain: with two items in flight,
@@ -247,15 +260,7 @@ func TestConformanceCollapseWhileProcessing(t *testing.T) {
 // are Done.
 func TestConformanceDrainWaitsForInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := New(Config[string]{})
-		q.Add("foo")
-		q.Add("bar")
-		first, _ := q.Get(context.Background())
-		second, _ := q.Get(context.Background())
-		drained := startDrain(t, q)
-		if _, err := q.Get(context.Background()); !errors.Is(err, ErrShutDown) {
-			t.Fatalf("Get during the drain = %v, want ErrShutDown", err)
-		}
+		q, first, second, drained := drainTwoInFlight(t)
 		q.Done(first)
 		synctest.Wait()
 		select {
@@ -299,15 +304,7 @@ func TestConformanceShutDownDoesNotWait(t *testing.T) {
 // here it returns ErrDrainAborted.
 func TestConformanceShutDownForcesDrain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := New(Config[string]{})
-		q.Add("foo")
-		q.Add("bar")
-		first, _ := q.Get(context.Background())
-		second, _ := q.Get(context.Background())
-		drained := startDrain(t, q)
-		if _, err := q.Get(context.Background()); !errors.Is(err, ErrShutDown) {
-			t.Fatalf("Get during the drain = %v, want ErrShutDown", err)
-		}
+		q, first, second, drained := drainTwoInFlight(t)
 		q.ShutDown()
 		wantAborted(t, <-drained, "0 items ready and 2 in flight")
 		q.Done(first)

@@ -112,7 +112,9 @@ func TestShutDownBeforeDrain(t *testing.T) {
 // TestConcurrentDrains: several drains wait together; they all return nil when the work
 // is done, and all return ErrDrainAborted when a ShutDown comes first.
 func TestConcurrentDrains(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	// threeDrains holds one item in flight and starts three drains.
+	threeDrains := func(t *testing.T) (*Queue[string], string, [3]<-chan error) {
+		t.Helper()
 		q := New(Config[string]{})
 		q.Add("a")
 		item, _ := q.Get(context.Background())
@@ -120,6 +122,10 @@ func TestConcurrentDrains(t *testing.T) {
 		for i := range res {
 			res[i] = startDrain(t, q)
 		}
+		return q, item, res
+	}
+	synctest.Test(t, func(t *testing.T) {
+		q, item, res := threeDrains(t)
 		q.Done(item)
 		for i := range res {
 			if err := <-res[i]; err != nil {
@@ -128,13 +134,7 @@ func TestConcurrentDrains(t *testing.T) {
 		}
 	})
 	synctest.Test(t, func(t *testing.T) {
-		q := New(Config[string]{})
-		q.Add("a")
-		item, _ := q.Get(context.Background())
-		var res [3]<-chan error
-		for i := range res {
-			res[i] = startDrain(t, q)
-		}
+		q, item, res := threeDrains(t)
 		q.ShutDown()
 		for i := range res {
 			wantAborted(t, <-res[i], "0 items ready and 1 in flight")
