@@ -2,8 +2,9 @@
 
 // Package e2e tests the informer against the real etcd and kube-apiserver that
 // testenv starts: a 50,000-object initial sync, a write storm through API server
-// restarts and etcd compactions, tombstones after a disconnection, RBAC, and a
-// custom resource through the dynamic client.
+// restarts and etcd compactions, tombstones after a disconnection, RBAC, a
+// custom resource through the dynamic client, and storms with a panicking
+// handler and with objects the Transform refuses.
 package e2e
 
 import (

@@ -3,7 +3,9 @@
 // Package e2e tests the reconcile package against the real etcd and kube-apiserver
 // that testenv starts: a controller that mirrors owner ConfigMaps into Secrets they
 // own must converge after storms of changes, apiserver restarts and downtime, and
-// two replicas under leader election must hand over without overlapping.
+// two replicas under leader election must hand over without overlapping, and
+// a storm through a panicking Mapper and Predicate must leave the other objects
+// reconciled.
 package e2e
 
 import (
