@@ -296,8 +296,10 @@ func (s *informerSource[T, K]) AppendKeys(dst []K) []K {
 	return dst
 }
 
-// appendMapped appends the keys of obj, or nothing if the Mapper panics.
-func (s *informerSource[T, K]) appendMapped(dst []K, obj T) []K {
+// appendMapped appends the keys of obj to dst, or returns dst as it was if the
+// Mapper panics: the keys already in dst stay.
+func (s *informerSource[T, K]) appendMapped(dst []K, obj T) (out []K) {
+	out = dst
 	defer s.recovered(obj)
 	return append(dst, s.mapper(obj)...)
 }
