@@ -1,6 +1,7 @@
 package reflector
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -60,17 +61,30 @@ func TestUnsafeDeleteOfCorruptObjectRelists(t *testing.T) {
 	})
 }
 
+// stopEnds is a testWatch that ignores its request's context but ends when
+// stopped, as client-go's fake watchers do.
+type stopEnds struct{ *testWatch }
+
+func (w stopEnds) Stop() { w.testWatch.Stop(); w.end() }
+
 // TestGivesUpOnAWatchTheListerWatcherKeepsOpen: MinWatchTimeout's doc says the
 // reflector gives up on a watch some time after its timeout if the server failed
 // to close it. A ListerWatcher whose watch outlives its context (as client-go's
 // fake clientsets' do) must not keep the reflector on it forever, for a plain
-// watch or a streaming list.
+// watch or a streaming list: the reflector stops it.
 func TestGivesUpOnAWatchTheListerWatcherKeepsOpen(t *testing.T) {
 	for _, mode := range []WatchListMode{WatchListOff, WatchListOn} {
 		t.Run(mode.String(), func(t *testing.T) {
 			bubble(t, func(t *testing.T) {
 				d := &driver{list: listOf("1")}
-				r := New[configMap](d, newMemStore[configMap](), Config[configMap]{WatchList: mode, MinWatchTimeout: 10 * time.Second})
+				lw := Funcs[configMap]{ListFunc: d.List, WatchFunc: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+					w, err := d.Watch(ctx, opts)
+					if err != nil {
+						return nil, err
+					}
+					return stopEnds{w.(*testWatch)}, nil
+				}}
+				r := New[configMap](lw, newMemStore[configMap](), Config[configMap]{WatchList: mode, MinWatchTimeout: 10 * time.Second})
 				start(t, r)
 				synctest.Wait()
 				if mode == WatchListOn {
