@@ -276,9 +276,16 @@ func (inf *Informer[T]) lenient(name string, fn indexer.IndexFunc[T]) indexer.In
 
 func (inf *Informer[T]) report(err error) {
 	inf.log.Error(err, "informer error")
-	if inf.onError != nil {
-		inf.onError(err)
+	if inf.onError == nil {
+		return
 	}
+	defer func() {
+		// A bug in error reporting must not stop the informer.
+		if v := recover(); v != nil {
+			inf.log.Error(&PanicError{Informer: inf.name, Key: "", Call: "OnError", Value: v, Stack: debug.Stack()}, "OnError panicked", "err", err)
+		}
+	}()
+	inf.onError(err)
 }
 
 // AddHandler adds a handler; it may be called before Run or while the informer runs.

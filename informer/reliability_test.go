@@ -338,3 +338,37 @@ func TestResyncOfHandlerAddedDuringBatch(t *testing.T) {
 		}
 	})
 }
+
+// TestPanickingOnErrorIsContained: an OnError that panics on every error (here
+// the panics of a handler and the refusals of a Transform) stops neither the
+// informer nor its handlers.
+func TestPanickingOnErrorIsContained(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newServer(t, reflectortest.Config{}, 4)
+		mustUpdate(t, srv, configMap("cm-1", "bad", "yes"))
+		inf := informer.New(srv, informer.Config[cm]{
+			OnError: func(error) { panic("OnError bug") },
+			Transform: func(c cm) (cm, error) {
+				if c.Data["bad"] != "" {
+					return nil, errors.New("refused")
+				}
+				return c, nil
+			},
+		})
+		bad := mustAdd(t, inf, &panicky{}, informer.HandlerOptions{})
+		rec := newRecorder()
+		mustAdd(t, inf, rec, informer.HandlerOptions{})
+		start(t, inf)
+		synctest.Wait()
+		mustCreate(t, srv, configMap("cm-8"))
+		mustUpdate(t, srv, configMap("cm-2", "bad", "yes"))
+		synctest.Wait()
+		checkGood(t, srv, inf, rec)
+		if st := bad.Stats(); st.Panicked < 3 {
+			t.Errorf("handler panics counted: %d, want the initial list's and cm-8's", st.Panicked)
+		}
+		if got := inf.Health().Stats.Refused; got != 2 {
+			t.Errorf("Stats.Refused = %d, want 2", got)
+		}
+	})
+}

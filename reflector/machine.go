@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime/debug"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -531,9 +532,21 @@ func (m *machine[T]) refused(ref *RefusedError) {
 	ref.Name = m.r.name
 	m.r.update(func(h *Health) { h.Stats.Refused++ })
 	m.r.log.Error(ref, "object refused", "key", ref.Key, "resourceVersion", ref.ResourceVersion)
-	if m.cfg.OnError != nil {
-		m.cfg.OnError(ref)
+	m.onError(ref)
+}
+
+// onError calls Config.OnError, if set, with err. A panic of OnError is logged
+// and goes no further: a bug in error reporting must not stop the reflector.
+func (m *machine[T]) onError(err error) {
+	if m.cfg.OnError == nil {
+		return
 	}
+	defer func() {
+		if v := recover(); v != nil {
+			m.r.log.Error(&PanicError{Value: v, Stack: debug.Stack()}, "OnError panicked", "err", err)
+		}
+	}()
+	m.cfg.OnError(err)
 }
 
 func (m *machine[T]) watchFailed(err error) state {
@@ -632,9 +645,7 @@ func (m *machine[T]) fail(verb string, err error, retry state) state {
 		failures = h.ConsecutiveFailures
 	})
 	m.r.log.V(1).Info("failed, backing off", "err", err, "delay", d, "consecutiveFailures", failures)
-	if m.cfg.OnError != nil {
-		m.cfg.OnError(err)
-	}
+	m.onError(err)
 	return backingOff{delay: d, next: retry}
 }
 
