@@ -331,6 +331,10 @@ func (m *machine[T]) stream(ctx context.Context, s streaming) state {
 			if !ev.initialEventsEnd {
 				continue
 			}
+			// Counted before the list reaches the store, so that whoever sees
+			// the store synced sees the counts too.
+			m.countListed(listed, fromStore)
+			listed, fromStore = 0, 0
 			if err := m.r.store.Replace(buf.items, ev.rv); err != nil {
 				stop()
 				return m.fail("store", fmt.Errorf("replace: %w", err), s)

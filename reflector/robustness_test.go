@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/ctrlkit/ctrlkit/reflector/reflectortest"
 )
 
 // TestUnsafeDeleteOfCorruptObjectRelists covers client-go
@@ -176,4 +178,38 @@ func TestClientSideWatchErrors(t *testing.T) {
 			t.Errorf("a server's error event left LastEventTime at %v", h.LastEventTime)
 		}
 	})
+}
+
+// healthAtReplace is a store that records the reflector's Stats.ListedObjects
+// when Replace is called.
+type healthAtReplace struct {
+	*memStore[configMap]
+	r      *Reflector[configMap]
+	listed []int64
+}
+
+func (s *healthAtReplace) Replace(objs []configMap, rv string) error {
+	s.listed = append(s.listed, s.r.Health().Stats.ListedObjects)
+	return s.memStore.Replace(objs, rv)
+}
+
+// TestListCountedBeforeTheStoreHasIt: whoever sees the store holding a list (an
+// informer's WaitForSync) sees it counted in Stats, for paginated and streaming
+// lists alike.
+func TestListCountedBeforeTheStoreHasIt(t *testing.T) {
+	for _, mode := range []WatchListMode{WatchListOff, WatchListOn} {
+		t.Run(mode.String(), func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
+				srv := newServer(t, reflectortest.Config{WatchList: true}, 5)
+				st := &healthAtReplace{memStore: newMemStore[configMap]()}
+				r := New(srv, st, Config[configMap]{WatchList: mode, PageSize: 2})
+				st.r = r
+				start(t, r)
+				synctest.Wait()
+				if diff := cmp.Diff([]int64{5}, st.listed); diff != "" {
+					t.Errorf("Stats.ListedObjects when Replace was called (-want +got):\n%s", diff)
+				}
+			})
+		})
+	}
 }
