@@ -33,19 +33,22 @@ type churn struct {
 	stop                      chan struct{}
 	wg                        sync.WaitGroup
 	creates, updates, deletes atomic.Int64
+	seq                       atomic.Int64 // numbers the objects built, across writers
 	mu                        sync.Mutex
 	err                       error // the first unexpected error
 }
 
 // startChurn starts writers goroutines; build makes the object that a create or
 // an update of name writes, from the writer's random source (seeded per writer,
-// so a run's sequence of choices is fixed) and the writer's write count.
+// so a run's sequence of choices is fixed) and a number unique across writers:
+// two writers never write the same content, so no update is a no-op the server
+// would answer without an event.
 func startChurn(t *testing.T, ns string, writers, names int, build func(rnd *rand.Rand, name string, i int) configMap) *churn {
 	s := &churn{c: admin(t).CoreV1().ConfigMaps(ns), stop: make(chan struct{})}
 	for w := range writers {
 		s.wg.Go(func() {
 			rnd := rand.New(rand.NewPCG(uint64(w), 11))
-			for i := 0; ; i++ {
+			for {
 				select {
 				case <-s.stop:
 					return
@@ -57,12 +60,12 @@ func startChurn(t *testing.T, ns string, writers, names int, build func(rnd *ran
 				switch rnd.IntN(4) {
 				case 0:
 					n = &s.creates
-					_, err = s.c.Create(context.Background(), build(rnd, name, i), metav1.CreateOptions{})
+					_, err = s.c.Create(context.Background(), build(rnd, name, int(s.seq.Add(1))), metav1.CreateOptions{})
 				case 1:
 					n = &s.deletes
 					err = s.c.Delete(context.Background(), name, metav1.DeleteOptions{})
 				default:
-					_, err = s.c.Update(context.Background(), build(rnd, name, i), metav1.UpdateOptions{})
+					_, err = s.c.Update(context.Background(), build(rnd, name, int(s.seq.Add(1))), metav1.UpdateOptions{})
 				}
 				switch {
 				case err == nil:

@@ -72,24 +72,7 @@ func newConfigMap(name string, i int) configMap {
 // createConfigMaps creates cm-0 … cm-(n-1) in ns from workers goroutines.
 func createConfigMaps(t *testing.T, ns string, n, workers int) {
 	t.Helper()
-	c := admin(t).CoreV1().ConfigMaps(ns)
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	for w := range workers {
-		wg.Go(func() {
-			for i := w; i < n; i += workers {
-				if _, err := c.Create(t.Context(), newConfigMap("cm-"+strconv.Itoa(i), i), metav1.CreateOptions{}); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	createEach(t, ns, n, workers, func(i int) configMap { return newConfigMap("cm-"+strconv.Itoa(i), i) })
 }
 
 // serverVersions returns key → resourceVersion of the ConfigMaps of ns, from a
