@@ -54,7 +54,11 @@ func startChurn(t *testing.T, ns string, writers, names int, build func(rnd *ran
 					return
 				default:
 				}
-				name := "cm-" + strconv.Itoa(rnd.IntN(names))
+				// Each writer has names of its own (those equal to w modulo
+				// writers): two concurrent deletes of one object can both succeed
+				// with one event between them, which would make the count of
+				// writes differ from the events the server sent.
+				name := "cm-" + strconv.Itoa(rnd.IntN(names/writers)*writers+w)
 				var err error
 				n := &s.updates
 				switch rnd.IntN(4) {
