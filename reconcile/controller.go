@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -159,6 +160,8 @@ type Controller[K comparable] struct {
 	mu      sync.Mutex
 	sources []Source[K] // appended by Watch until started
 	started bool
+
+	synced atomic.Bool // the sources synced and the workers may start
 }
 
 // New returns a controller calling r. It starts no goroutine. It panics if r is nil.
@@ -224,8 +227,9 @@ func (c *Controller[K]) enqueue(key K, p Priority) {
 //
 // On the way out it stops taking keys, lets the reconciles in flight finish (their
 // contexts are cancelled after Config.DrainTimeout, or at once when leadership is
-// lost), stops the sources and shuts the queue down; when Run returns, no goroutine
-// it started is left and Reconcile is not running.
+// lost: its own, or a caller's who cancels ctx with the cause ErrLeadershipLost, as
+// package manager does), stops the sources and shuts the queue down; when Run
+// returns, no goroutine it started is left and Reconcile is not running.
 //
 // It returns nil when ctx ends after the sources synced, a *SyncError if a source
 // did not sync in time or before ctx ended (wrapping ctx's error then, and the
@@ -266,6 +270,7 @@ func (c *Controller[K]) Run(ctx context.Context) error {
 		return err
 	}
 	c.log.Info("sources synced", "sources", len(sources))
+	c.synced.Store(true)
 	if el != nil {
 		return el.run(ctx)
 	}
@@ -274,6 +279,11 @@ func (c *Controller[K]) Run(ctx context.Context) error {
 	c.work(ctx, abort, cancelAbort, sources)
 	return nil
 }
+
+// HasSynced reports whether Run's sources have synced, so that the workers run
+// (or, with leader election, may run once the lease is won). It stays true after
+// Run returns.
+func (c *Controller[K]) HasSynced() bool { return c.synced.Load() }
 
 // waitForSync polls the sources until all have synced.
 func (c *Controller[K]) waitForSync(ctx context.Context, sources []Source[K]) error {
@@ -328,7 +338,7 @@ func (c *Controller[K]) work(stop, abort context.Context, cancelAbort context.Ca
 	c.log.Info("workers started", "workers", c.cfg.Workers)
 	<-stop.Done()
 	var timer *time.Timer
-	if c.cfg.DrainTimeout < 0 {
+	if c.cfg.DrainTimeout < 0 || errors.Is(context.Cause(stop), ErrLeadershipLost) {
 		cancelAbort()
 	} else {
 		timer = time.AfterFunc(c.cfg.DrainTimeout, cancelAbort)

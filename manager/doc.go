@@ -1,0 +1,41 @@
+// Package manager runs many controllers in one process on shared informers: it
+// is the piece that makes the other packages a whole, built only from them (each
+// stays usable alone).
+//
+//	m, err := manager.New(manager.Config{RESTConfig: cfg})
+//	pods, err := manager.Typed[*corev1.Pod](m, manager.Options[*corev1.Pod]{Namespace: ns})
+//	c := reconcile.New(reconciler, reconcile.Config[types.NamespacedName]{Name: "pods"})
+//	c.Watch(reconcile.FromInformer(pods, reconcile.ByObject[*corev1.Pod]()))
+//	m.Add(c)
+//	err = m.Run(ctx)
+//
+// # Guarantees
+//
+//   - Informers are shared: one per resource, Go type, namespace, label and field
+//     selector and Transform function. Asking twice (Typed, Custom, Dynamic,
+//     Metadata) returns the same informer and counts one more user of it; Release
+//     counts one less, and the last Release stops the informer and drops it, so
+//     that its cache can be garbage-collected. Asking again afterwards makes a
+//     new one.
+//   - Run starts every informer, waits until all have synced (bounded by
+//     Config.SyncTimeout), then starts the controllers (after winning the leader
+//     election, if configured). Informers and controllers added while Run runs
+//     start at once. On the way out it stops in reverse order: the controllers
+//     first (each drains its reconciles in flight), then the informers, then the
+//     event broadcaster and the HTTP servers. When Run returns, nothing it started
+//     is still running.
+//   - Run returns nil when its context ends, or the first error that stopped it,
+//     naming the informer or controller it came from and wrapping its cause
+//     (errors.Is(err, reflector.ErrForbidden) works on an informer that could not
+//     list for lack of rights).
+//   - With Config.LeaderElection the process campaigns for one Lease; the
+//     informers run and stay synced whether it leads or not (warm standby), so a
+//     new leader reconciles at once. When the lease is lost the controllers stop
+//     at once (reconciles in flight are cancelled, not drained) and Run returns
+//     reconcile.ErrLeadershipLost.
+//   - Events: EventRecorder returns a client-go tools/events recorder per
+//     controller name; the broadcaster behind them starts with Run and is flushed
+//     and stopped when Run returns. Events recorded while Run is not running are
+//     dropped.
+//   - Nothing listens on a port unless Config asks for it.
+package manager

@@ -1,0 +1,393 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/events"
+
+	"github.com/ctrlkit/ctrlkit/reconcile"
+	"github.com/ctrlkit/ctrlkit/reflector"
+)
+
+// DefaultSyncTimeout is the default of Config.SyncTimeout.
+const DefaultSyncTimeout = 2 * time.Minute
+
+var (
+	// ErrAlreadyStarted is returned by Run when called more than once.
+	ErrAlreadyStarted = errors.New("manager: Run called more than once")
+	// ErrStopped is returned by Add and the informer functions once Run has
+	// returned.
+	ErrStopped = errors.New("manager: stopped")
+)
+
+// Config configures a Manager. Only RESTConfig is required; the zero value of
+// every other field means its documented default.
+type Config struct {
+	// RESTConfig is the cluster to talk to, for example from LoadRESTConfig.
+	// Required. Every client of the manager shares one HTTP transport built from
+	// it (its WrapTransport included).
+	RESTConfig *rest.Config
+
+	// Logger receives the manager's logs and is the base of its informers'.
+	// Default: discard.
+	Logger logr.Logger
+
+	// SyncTimeout bounds Run's wait for the informers to sync before it starts the
+	// controllers. 0 means DefaultSyncTimeout; negative means no bound.
+	SyncTimeout time.Duration
+
+	// LeaderElection, if set, runs the controllers only while this process holds
+	// the lock (reconcile.NewLeaseLock makes one); the informers run and stay
+	// synced in any case, so that a new leader starts from warm caches. Leave the
+	// controllers' own reconcile.Config.LeaderElection nil then.
+	LeaderElection *reconcile.LeaderElection
+
+	// Scheme resolves the Go types of typed informers and the objects events are
+	// about. Default: client-go's kubernetes/scheme.Scheme (every built-in type).
+	Scheme *runtime.Scheme
+
+	// HTTP serves the probes, metrics and pprof; nothing listens by default.
+	HTTP HTTPConfig
+}
+
+// Runnable is what Add runs: a reconcile.Controller, or anything with a Run that
+// blocks until its context ends. It may also implement Name() string (for logs,
+// errors and probes) and HasSynced() bool (readiness: true once it can work).
+type Runnable interface {
+	Run(ctx context.Context) error
+}
+
+// Manager runs informers and controllers together; see the package
+// documentation for its guarantees. Create it with New and call Run once. Its
+// methods are safe for concurrent use. Cost: one goroutine per running informer
+// (besides the informers' own) and per running controller.
+type Manager struct {
+	cfg    Config
+	log    logr.Logger
+	scheme *runtime.Scheme
+	rest   *rest.Config
+	http   *http.Client
+	kube   kubernetes.Interface
+	dyn    dynamic.Interface
+	meta   metadata.Interface
+	mapper meta.ResettableRESTMapper
+
+	leading atomic.Bool
+
+	mu        sync.Mutex
+	state     runState
+	informers map[informerKey]*informerEntry
+	byPointer map[any]*informerEntry
+	order     []*informerEntry // in the order they were made
+	clients   map[clientKey]rest.Interface
+	runnables []*runnableEntry
+	recorders map[string]events.EventRecorder // by controller name, while running
+	// Set by Run while it runs, so that what is added meanwhile starts at once.
+	startInformer func(*informerEntry)   // nil unless running
+	startRunnable func(*runnableEntry)   // nil unless controllers may run
+	broadcaster   events.EventBroadcaster // nil unless running
+}
+
+type runState int
+
+const (
+	notStarted runState = iota
+	running
+	stopped
+)
+
+type clientKey struct {
+	gv   schema.GroupVersion
+	json bool
+}
+
+// runnableEntry is one Runnable and its state.
+type runnableEntry struct {
+	r    Runnable
+	name string
+
+	mu      sync.Mutex
+	running bool
+	err     error // what Run returned, if it returned
+	ended   bool
+}
+
+// New checks cfg and makes the clients; it starts nothing and makes no request.
+func New(cfg Config) (*Manager, error) {
+	if cfg.RESTConfig == nil {
+		return nil, errors.New("manager: Config.RESTConfig is nil")
+	}
+	if cfg.SyncTimeout == 0 {
+		cfg.SyncTimeout = DefaultSyncTimeout
+	}
+	m := &Manager{
+		cfg:       cfg,
+		log:       cfg.Logger,
+		scheme:    cfg.Scheme,
+		rest:      rest.CopyConfig(cfg.RESTConfig),
+		informers: map[informerKey]*informerEntry{},
+		byPointer: map[any]*informerEntry{},
+		clients:   map[clientKey]rest.Interface{},
+		recorders: map[string]events.EventRecorder{},
+	}
+	if m.scheme == nil {
+		m.scheme = scheme.Scheme
+	}
+	if m.rest.UserAgent == "" {
+		m.rest.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	var err error
+	if m.http, err = rest.HTTPClientFor(m.rest); err != nil {
+		return nil, fmt.Errorf("manager: %w", err)
+	}
+	if m.kube, err = kubernetes.NewForConfigAndClient(reflector.WithProtobuf(m.rest), m.http); err != nil {
+		return nil, fmt.Errorf("manager: %w", err)
+	}
+	if m.dyn, err = dynamic.NewForConfigAndClient(m.rest, m.http); err != nil {
+		return nil, fmt.Errorf("manager: %w", err)
+	}
+	if m.meta, err = metadata.NewForConfigAndClient(m.rest, m.http); err != nil {
+		return nil, fmt.Errorf("manager: %w", err)
+	}
+	disc, err := discovery.NewDiscoveryClientForConfigAndClient(m.rest, m.http)
+	if err != nil {
+		return nil, fmt.Errorf("manager: %w", err)
+	}
+	m.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))
+	return m, nil
+}
+
+// RESTConfig returns a copy of the manager's rest.Config.
+func (m *Manager) RESTConfig() *rest.Config { return rest.CopyConfig(m.rest) }
+
+// Kubernetes returns the manager's clientset for built-in types, which speaks
+// protobuf and shares the manager's transport.
+func (m *Manager) Kubernetes() kubernetes.Interface { return m.kube }
+
+// Dynamic returns the manager's dynamic client, sharing its transport.
+func (m *Manager) Dynamic() dynamic.Interface { return m.dyn }
+
+// RESTMapper returns the manager's discovery-backed RESTMapper.
+func (m *Manager) RESTMapper() meta.ResettableRESTMapper { return m.mapper }
+
+// Leading reports whether the controllers may run: true while this process holds
+// the leader election's lock, or while Run runs past the informers' sync when
+// there is no leader election.
+func (m *Manager) Leading() bool { return m.leading.Load() }
+
+// Add adds a controller (or any Runnable). Added before Run, it starts once the
+// informers have synced (and the election is won, if configured); added while
+// Run runs, it starts at once under the same conditions. It fails for a nil
+// Runnable, one added twice, and once Run has returned.
+func (m *Manager) Add(r Runnable) error {
+	if r == nil {
+		return errors.New("manager: Add with a nil Runnable")
+	}
+	e := &runnableEntry{r: r, name: runnableName(r)}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.state == stopped {
+		return ErrStopped
+	}
+	for _, o := range m.runnables {
+		if o.r == r {
+			return fmt.Errorf("manager: %q added twice", e.name)
+		}
+	}
+	m.runnables = append(m.runnables, e)
+	if m.startRunnable != nil {
+		m.startRunnable(e)
+	}
+	return nil
+}
+
+func runnableName(r Runnable) string {
+	if n, ok := r.(interface{ Name() string }); ok {
+		return n.Name()
+	}
+	return fmt.Sprintf("%T", r)
+}
+
+// Run runs the informers and the controllers until ctx ends or one of them
+// fails; see the package documentation for the order. It returns nil when ctx
+// ends, the first error otherwise (reconcile.ErrLeadershipLost when the lease
+// is lost), or ErrAlreadyStarted.
+func (m *Manager) Run(ctx context.Context) (err error) {
+	m.mu.Lock()
+	if m.state != notStarted {
+		m.mu.Unlock()
+		return ErrAlreadyStarted
+	}
+	m.state = running
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		m.state = stopped
+		m.mu.Unlock()
+	}()
+
+	// One failure stops everything; the first one is Run's error.
+	runCtx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
+	var failOnce sync.Once
+	var firstErr error
+	failWith := func(err error) {
+		failOnce.Do(func() { firstErr = err })
+		fail(err)
+	}
+	result := func() error {
+		failOnce.Do(func() {}) // no failure from now on counts
+		return firstErr
+	}
+
+	stopHTTP, err := m.serveHTTP(runCtx, failWith)
+	if err != nil {
+		return err
+	}
+	defer stopHTTP()
+
+	stopEvents := m.startEvents(runCtx)
+	defer stopEvents()
+
+	// Informers run on a context of their own: they stop after the controllers.
+	infCtx, stopInformers := context.WithCancel(context.WithoutCancel(ctx))
+	var informers sync.WaitGroup
+	defer func() {
+		stopInformers()
+		informers.Wait()
+	}()
+	m.mu.Lock()
+	m.startInformer = func(e *informerEntry) {
+		ectx, cancel := context.WithCancel(infCtx)
+		e.stop, e.done = cancel, make(chan struct{})
+		informers.Go(func() {
+			defer close(e.done)
+			if err := e.inf.Run(ectx); err != nil && ectx.Err() == nil {
+				failWith(fmt.Errorf("manager: informer %q: %w", e.inf.Name(), err))
+			}
+		})
+	}
+	for _, e := range m.order {
+		m.startInformer(e)
+	}
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		m.startInformer = nil
+		m.mu.Unlock()
+	}()
+
+	if err := m.waitForSync(runCtx); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped by the caller while syncing
+		}
+		failWith(err)
+		return result()
+	}
+	m.log.Info("informers synced")
+
+	// Controllers: at once, or while leading.
+	ctlCtx, stopControllers := context.WithCancelCause(context.WithoutCancel(ctx))
+	var controllers sync.WaitGroup
+	startRunnable := func(e *runnableEntry) {
+		e.mu.Lock()
+		e.running = true
+		e.mu.Unlock()
+		controllers.Go(func() {
+			err := e.r.Run(ctlCtx)
+			e.mu.Lock()
+			e.running, e.ended, e.err = false, true, err
+			e.mu.Unlock()
+			if err != nil && ctlCtx.Err() == nil {
+				failWith(fmt.Errorf("manager: controller %q: %w", e.name, err))
+			}
+		})
+	}
+	ctlStopped := false // guarded by m.mu: once set, nothing starts, so Wait is safe
+	startAll := func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if ctlStopped || runCtx.Err() != nil {
+			return
+		}
+		m.leading.Store(true)
+		m.startRunnable = startRunnable
+		for _, e := range m.runnables {
+			startRunnable(e)
+		}
+	}
+	stopAll := func(cause error) {
+		m.mu.Lock()
+		m.startRunnable, ctlStopped = nil, true
+		m.leading.Store(false)
+		m.mu.Unlock()
+		stopControllers(cause)
+		controllers.Wait()
+	}
+
+	if m.cfg.LeaderElection == nil {
+		startAll()
+		<-runCtx.Done()
+		stopAll(context.Canceled)
+		return result()
+	}
+	lost, err := m.lead(runCtx, startAll, stopAll)
+	if err != nil {
+		failWith(err)
+	} else if lost {
+		failWith(reconcile.ErrLeadershipLost)
+	}
+	return result()
+}
+
+// waitForSync waits until every informer started so far has synced, or has been
+// released, within the sync timeout.
+func (m *Manager) waitForSync(ctx context.Context) error {
+	var deadline <-chan time.Time
+	if m.cfg.SyncTimeout > 0 {
+		t := time.NewTimer(m.cfg.SyncTimeout)
+		defer t.Stop()
+		deadline = t.C
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var waiting *informerEntry
+		m.mu.Lock()
+		for _, e := range m.order {
+			if !e.inf.HasSynced() {
+				waiting = e
+				break
+			}
+		}
+		m.mu.Unlock()
+		if waiting == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("manager: informer %q did not sync: %w", waiting.inf.Name(), errors.Join(context.Cause(ctx), waiting.inf.Health().LastError))
+		case <-deadline:
+			return fmt.Errorf("manager: informer %q did not sync within %v: %w", waiting.inf.Name(), m.cfg.SyncTimeout, errors.Join(context.DeadlineExceeded, waiting.inf.Health().LastError))
+		case <-tick.C:
+		}
+	}
+}
