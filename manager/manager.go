@@ -101,8 +101,8 @@ type Manager struct {
 	runnables []*runnableEntry
 	recorders map[string]events.EventRecorder // by controller name, while running
 	// Set by Run while it runs, so that what is added meanwhile starts at once.
-	startInformer func(*informerEntry)   // nil unless running
-	startRunnable func(*runnableEntry)   // nil unless controllers may run
+	startInformer func(*informerEntry)    // nil unless running
+	startRunnable func(*runnableEntry)    // nil unless controllers may run
 	broadcaster   events.EventBroadcaster // nil unless running
 }
 
