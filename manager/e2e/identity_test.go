@@ -86,7 +86,9 @@ func TestInformerIdentity(t *testing.T) {
 		}
 		names[s.Name] = true
 	}
-	if idx := base.(interface{ Indexer() *indexer.Indexer[*corev1.ConfigMap] }).Indexer().IndexNames(); !contains(idx, "byName") {
+	if idx := base.(interface {
+		Indexer() *indexer.Indexer[*corev1.ConfigMap]
+	}).Indexer().IndexNames(); !contains(idx, "byName") {
 		t.Errorf("indexes of the shared informer: %v, want byName added", idx)
 	}
 
