@@ -921,3 +921,88 @@ func ExampleFromJSON() {
 	// ns c 3 red 3
 	// list at 3
 }
+
+// TestFromJSONListReusesOnlyExactMatches: in a JSON list, an item is taken
+// from the store only when its namespace, name and resourceVersion are the
+// store's and its kind (when it names one) is T's; any other is decoded, or
+// refused when it cannot be.
+func TestFromJSONListReusesOnlyExactMatches(t *testing.T) {
+	known := &Foo{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "known", ResourceVersion: "5"}}
+	lookup := func(ns, name, rv string) (*Foo, bool) {
+		return known, ns == "ns" && name == "known" && rv == "5"
+	}
+	item := func(kind, ns, rv string) string {
+		return `{"kind":"` + kind + `","metadata":{"namespace":"` + ns + `","name":"known","resourceVersion":"` + rv + `"},"spec":{"color":"c` + rv + `"}}`
+	}
+	body := `{"kind":"FooList","metadata":{"resourceVersion":"9"},"items":[` + strings.Join([]string{
+		item("Foo", "ns", "5"), // the store's
+		item("", "ns", "5"),    // no kind: the store's
+		item("Foo", "ns", "6"), // a newer version
+		item("Foo", "ns2", "5"),
+		item("Bar", "ns", "5"), // another kind: refused, not the store's
+	}, ",") + `]}`
+	lw := FromJSON[*Foo](fakeREST{}, "foos", "ns").(*restLW[*Foo, Foo])
+	items, fromStore, refused, lm, err := lw.jsonList([]byte(body), lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for i, o := range items {
+		got = append(got, objectKey(o)+"@"+o.ResourceVersion+" "+strconv.FormatBool(fromStore[i])+" "+strconv.FormatBool(o == known))
+	}
+	want := []string{"ns/known@5 true true", "ns/known@5 true true", "ns/known@6 false false", "ns2/known@5 false false"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("items (-want +got):\n%s", diff)
+	}
+	if len(refused) != 1 || refused[0].Key != "ns/known" || !strings.Contains(refused[0].Error(), `"Bar"`) || lm.ResourceVersion != "9" {
+		t.Errorf("refused %v at %q, want ns/known of kind Bar at 9", refused, lm.ResourceVersion)
+	}
+	if items[2].Spec.Color != "c6" {
+		t.Errorf("decoded item = %+v", items[2])
+	}
+	// Without a lookup, everything is decoded.
+	items, fromStore, _, _, err = lw.jsonList([]byte(body), nil)
+	if err != nil || len(items) != 4 || fromStore != nil || items[0] == known {
+		t.Errorf("without lookup: %d items, fromStore %v, error %v", len(items), fromStore, err)
+	}
+}
+
+// TestFromJSONStreamReusesOnlyInitialEvents: in a JSON streaming list, an
+// Added or Modified event of an object the store holds at that
+// resourceVersion hands over the store's instance until the bookmark that
+// ends the initial events; after it, events are decoded as usual.
+func TestFromJSONStreamReusesOnlyInitialEvents(t *testing.T) {
+	known := &Foo{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "known", ResourceVersion: "5"}}
+	end := &Foo{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "7", Annotations: map[string]string{metav1.InitialEventsAnnotationKey: "true"}}}
+	body := bytes.Join([][]byte{
+		fooEvent(watch.Added, known),
+		fooEvent(watch.Added, foo("ns", "other", "red")),
+		fooEvent(watch.Bookmark, end),
+		fooEvent(watch.Modified, known),
+	}, nil)
+	w := &restWatch[*Foo, Foo]{
+		lw:     FromJSON[*Foo](fakeREST{}, "foos", "ns").(*restLW[*Foo, Foo]),
+		body:   io.NopCloser(bytes.NewReader(body)),
+		result: make(chan watch.Event),
+		done:   make(chan struct{}),
+		keys: keyReader[*Foo]{lookup: func(ns, name, rv string) (*Foo, bool) {
+			return known, ns == "ns" && name == "known" && rv == "5"
+		}},
+	}
+	go w.run()
+	var got []string
+	for e := range w.ResultChan() {
+		switch o := e.Object.(type) {
+		case *storedObject[*Foo]:
+			got = append(got, string(e.Type)+" stored "+objectKey(o.obj)+" "+strconv.FormatBool(o.obj == known))
+		case *Foo:
+			got = append(got, string(e.Type)+" decoded "+objectKey(o)+" "+strconv.FormatBool(o == known))
+		default:
+			got = append(got, string(e.Type)+" "+fmt.Sprintf("%T", o))
+		}
+	}
+	want := []string{"ADDED stored ns/known true", "ADDED decoded ns/other false", "BOOKMARK decoded  false", "MODIFIED decoded ns/known false"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
