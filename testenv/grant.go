@@ -53,19 +53,35 @@ func (e *Env) grant(ctx context.Context, ns, user string, rules []rbacv1.PolicyR
 	}
 	ctx, cancel := context.WithTimeout(ctx, grantWait)
 	defer cancel()
+	for _, attrs := range resourceAttributes(ns, rules) {
+		if err := waitAllowed(ctx, c, user, attrs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// resourceAttributes lists the requests in ns that rules allow: every verb on every resource
+// of every group, on each name of the rule's ResourceNames when it has some (the server
+// allows a rule with names only for requests that name one of them).
+func resourceAttributes(ns string, rules []rbacv1.PolicyRule) []*authorizationv1.ResourceAttributes {
+	var all []*authorizationv1.ResourceAttributes
 	for _, r := range rules {
+		names := r.ResourceNames
+		if len(names) == 0 {
+			names = []string{""}
+		}
 		for _, group := range r.APIGroups {
 			for _, res := range r.Resources {
 				for _, verb := range r.Verbs {
-					attrs := &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: group, Resource: res}
-					if err := waitAllowed(ctx, c, user, attrs); err != nil {
-						return err
+					for _, name := range names {
+						all = append(all, &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: group, Resource: res, Name: name})
 					}
 				}
 			}
 		}
 	}
-	return nil
+	return all
 }
 
 // waitAllowed asks the API server whether user may do attrs until it says yes.
@@ -81,7 +97,7 @@ func waitAllowed(ctx context.Context, c kubernetes.Interface, user string, attrs
 			if err == nil {
 				err = fmt.Errorf("not allowed: %s", got.Status.Reason)
 			}
-			return fmt.Errorf("%s %s/%s: %w (%v)", attrs.Verb, attrs.Group, attrs.Resource, err, ctx.Err())
+			return fmt.Errorf("%s %s/%s %s: %w (%v)", attrs.Verb, attrs.Group, attrs.Resource, attrs.Name, err, ctx.Err())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

@@ -525,3 +525,28 @@ func TestGrantInEffectOnReturn(t *testing.T) {
 		}
 	}
 }
+
+// TestGrantWithResourceNames: a rule limited to named objects is in effect when Grant
+// returns, for those objects only (Grant used to wait for an unnamed request, which such a
+// rule never allows, and failed after 30 seconds).
+func TestGrantWithResourceNames(t *testing.T) {
+	ns := env.Namespace(t)
+	admin := clientset(t)
+	for _, name := range []string{"mine", "theirs"} {
+		if _, err := admin.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env.Grant(t, ns, "reader", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"mine"}, Verbs: []string{"get"}})
+	cfg, err := env.UserConfig("reader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := kubernetes.NewForConfigOrDie(cfg)
+	if _, err := reader.CoreV1().ConfigMaps(ns).Get(t.Context(), "mine", metav1.GetOptions{}); err != nil {
+		t.Fatalf("get of the named ConfigMap right after Grant: %v", err)
+	}
+	if _, err := reader.CoreV1().ConfigMaps(ns).Get(t.Context(), "theirs", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("get of another ConfigMap = %v, want Forbidden", err)
+	}
+}
