@@ -114,16 +114,19 @@ func FromREST[T ProtoObject[E], E any](c rest.Interface, resource, namespace str
 // both. Like FromREST (and client-go's typed clients), it leaves each
 // object's TypeMeta empty.
 //
-// It asks for JSON only and offers everything FromREST does: each object is
-// decoded into its own allocation; under a Reflector whose store
-// implements ReuseKeyStore, a listed object the store holds at the same
-// resourceVersion is not decoded (its metadata's namespace, name and
-// resourceVersion are read on their own, a small fraction of a decode) and
-// the store's instance is listed instead; an object that cannot be decoded
-// but whose key can be read is refused on its own (see RefusedError); a
-// malformed response is an error, never a panic. Each watch runs one
-// goroutine that ends when the watch is stopped, its context is done or
-// the stream ends. The ListerWatcher is safe for concurrent use.
+// It asks for JSON only and offers everything FromREST does. Each object
+// is decoded into its own allocation. Under a Reflector whose store
+// implements ReuseKeyStore, a listed object (a list item, or an event of a
+// streaming list's initial events) that the store holds at the same
+// resourceVersion is not decoded: its kind, namespace, name and
+// resourceVersion are read on their own, a few short strings instead of
+// the whole object, and the store's instance is listed instead. Watch
+// events after the initial list are decoded as usual. An object that
+// cannot be decoded but whose key can be read is refused on its own (see
+// RefusedError). A malformed response is an error, never a panic. Watch
+// requests are not rate limited. Each watch runs one goroutine that ends
+// when the watch is stopped, its context is done or the stream ends. The
+// ListerWatcher is safe for concurrent use.
 func FromJSON[T JSONObject[E], E any](c rest.Interface, resource, namespace string) ListerWatcher[T] {
 	l := newRESTLW[T]("FromJSON", c, resource, namespace)
 	l.accept = runtime.ContentTypeJSON

@@ -52,3 +52,38 @@ func BenchmarkFromRESTProtoWatchFrame(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFromJSONList: FromJSON reading a JSON page of 500 Foos, decoding
+// every one (decode) or finding every one in the store (reuse, as in a
+// relist of an unchanged collection). One op is one page.
+func BenchmarkFromJSONList(b *testing.B) {
+	items := make([]*Foo, 500)
+	stored := map[string]*Foo{}
+	for i := range items {
+		f := foo("ns", "foo-"+strconv.Itoa(i), "red")
+		f.ResourceVersion = strconv.Itoa(100 + i)
+		f.Annotations = map[string]string{"note": "value-" + strconv.Itoa(i)}
+		stored[f.Name] = f
+		items[i] = withKind(f)
+	}
+	body := mustJSON(map[string]any{"kind": "FooList", "apiVersion": fooGV.String(), "metadata": metav1.ListMeta{ResourceVersion: "999"}, "items": items})
+	lookup := func(ns, name, rv string) (*Foo, bool) {
+		f, ok := stored[name]
+		return f, ok && f.ResourceVersion == rv
+	}
+	lw := FromJSON[*Foo](fakeREST{}, "foos", "ns").(*restLW[*Foo, Foo])
+	for _, bc := range []struct {
+		name   string
+		lookup lookupFunc[*Foo]
+	}{{"decode", nil}, {"reuse", lookup}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				items, _, _, _, err := lw.jsonList(body, bc.lookup)
+				if err != nil || len(items) != 500 {
+					b.Fatal(len(items), err)
+				}
+			}
+		})
+	}
+}
