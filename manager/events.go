@@ -39,7 +39,10 @@ func (r *recorder) Eventf(regarding, related runtime.Object, eventtype, reason, 
 }
 
 // startEvents starts the event broadcaster; the function it returns stops it.
+// It keeps sending after ctx ends, until stop, so that the events of reconciles
+// that drain after the end reach the server.
 func (m *Manager) startEvents(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	b := events.NewBroadcaster(&events.EventSinkImpl{Interface: m.kube.EventsV1()})
 	if err := b.StartRecordingToSinkWithContext(ctx); err != nil {
 		// Only a second start fails; this broadcaster is new.
@@ -54,5 +57,6 @@ func (m *Manager) startEvents(ctx context.Context) (stop func()) {
 		clear(m.recorders)
 		m.mu.Unlock()
 		b.Shutdown()
+		cancel()
 	}
 }
