@@ -28,9 +28,9 @@ import (
 
 type cm = *corev1.ConfigMap
 
-// newTestManager returns a manager whose cluster does not answer: tests give it
+// newHTTPManager returns a manager whose cluster does not answer: tests give it
 // informers of their own with addInformer.
-func newTestManager(t *testing.T, hc HTTPConfig) *Manager {
+func newHTTPManager(t *testing.T, hc HTTPConfig) *Manager {
 	t.Helper()
 	m, err := New(Config{RESTConfig: &rest.Config{Host: "http://127.0.0.1:1"}, HTTP: hc})
 	if err != nil {
@@ -183,12 +183,12 @@ func get(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// runnable is a Runnable that says when it starts and is synced from then on.
-type runnable struct{ started chan struct{} }
+// startedRunnable is a Runnable that says when it starts and is synced from then on.
+type startedRunnable struct{ started chan struct{} }
 
-func (r *runnable) Name() string    { return "worker" }
-func (r *runnable) HasSynced() bool { return true }
-func (r *runnable) Run(ctx context.Context) error {
+func (r *startedRunnable) Name() string    { return "worker" }
+func (r *startedRunnable) HasSynced() bool { return true }
+func (r *startedRunnable) Run(ctx context.Context) error {
 	close(r.started)
 	<-ctx.Done()
 	return nil
@@ -215,9 +215,9 @@ func TestServeHTTP(t *testing.T) {
 			}
 		},
 	})
-	m := newTestManager(t, HTTPConfig{HealthAddress: "127.0.0.1:0", MetricsAddress: "127.0.0.1:0", Pprof: true})
+	m := newHTTPManager(t, HTTPConfig{HealthAddress: "127.0.0.1:0", MetricsAddress: "127.0.0.1:0", Pprof: true})
 	addInformer(m, inf)
-	worker := &runnable{started: make(chan struct{})}
+	worker := &startedRunnable{started: make(chan struct{})}
 	if err := m.Add(worker); err != nil {
 		t.Fatal(err)
 	}
@@ -301,8 +301,8 @@ func TestServeHTTPSharedAddress(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	m := newTestManager(t, HTTPConfig{HealthAddress: addr, MetricsAddress: addr})
-	worker := &runnable{started: make(chan struct{})}
+	m := newHTTPManager(t, HTTPConfig{HealthAddress: addr, MetricsAddress: addr})
+	worker := &startedRunnable{started: make(chan struct{})}
 	if err := m.Add(worker); err != nil {
 		t.Fatal(err)
 	}
@@ -333,8 +333,8 @@ func TestServeHTTPListenFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer busy.Close()
-	m := newTestManager(t, HTTPConfig{HealthAddress: "127.0.0.1:0", MetricsAddress: busy.Addr().String()})
-	worker := &runnable{started: make(chan struct{})}
+	m := newHTTPManager(t, HTTPConfig{HealthAddress: "127.0.0.1:0", MetricsAddress: busy.Addr().String()})
+	worker := &startedRunnable{started: make(chan struct{})}
 	if err := m.Add(worker); err != nil {
 		t.Fatal(err)
 	}
@@ -354,8 +354,8 @@ func TestServeHTTPListenFails(t *testing.T) {
 
 // TestNothingListensByDefault: the zero HTTPConfig binds nothing.
 func TestNothingListensByDefault(t *testing.T) {
-	m := newTestManager(t, HTTPConfig{})
-	worker := &runnable{started: make(chan struct{})}
+	m := newHTTPManager(t, HTTPConfig{})
+	worker := &startedRunnable{started: make(chan struct{})}
 	if err := m.Add(worker); err != nil {
 		t.Fatal(err)
 	}
@@ -425,7 +425,7 @@ func TestInformerCollector(t *testing.T) {
 	}
 
 	reg := prometheus.NewRegistry()
-	m := newTestManager(t, HTTPConfig{Registry: reg})
+	m := newHTTPManager(t, HTTPConfig{Registry: reg})
 	addInformer(m, inf)
 	if _, err := m.registry(); err != nil {
 		t.Fatal(err)
@@ -469,7 +469,7 @@ ctrlkit_manager_leader 0
 // registry.
 func TestControllerMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m := newTestManager(t, HTTPConfig{Registry: reg})
+	m := newHTTPManager(t, HTTPConfig{Registry: reg})
 	pm, err := m.ControllerMetrics("pods")
 	if err != nil {
 		t.Fatal(err)
@@ -490,7 +490,7 @@ func TestControllerMetrics(t *testing.T) {
 	if n != 2+8+1 {
 		t.Errorf("%d series, want 11", n)
 	}
-	other := newTestManager(t, HTTPConfig{Registry: reg})
+	other := newHTTPManager(t, HTTPConfig{Registry: reg})
 	if _, err := other.ControllerMetrics("third"); err == nil || !strings.Contains(err.Error(), "manager: register metrics") {
 		t.Errorf("a second manager on the registry: %v, want a registration error", err)
 	}
