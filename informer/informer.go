@@ -357,6 +357,23 @@ func (inf *Informer[T]) startLocked(r *Registration[T], now time.Time) {
 	inf.handlers.Go(r.run)
 }
 
+// HandlerStats returns the Stats of every handler added and not removed, in no
+// particular order; it is empty once Run has returned. It is a snapshot for
+// metrics and probes: each handler's Stats is read on its own, so the entries are
+// not taken at one instant. Cost: one short critical section per handler.
+func (inf *Informer[T]) HandlerStats() []HandlerStats {
+	inf.mu.Lock()
+	regs := make([]*Registration[T], 0, len(inf.regs)+len(inf.joining))
+	regs = append(regs, inf.regs...)
+	regs = append(regs, inf.joining...)
+	inf.mu.Unlock()
+	out := make([]HandlerStats, len(regs))
+	for i, r := range regs {
+		out[i] = r.Stats()
+	}
+	return out
+}
+
 // RemoveHandler stops a handler: it gets no further call, except the one in
 // progress (or just starting) when RemoveHandler returns, and its backlog is
 // dropped. Removing a handler twice, or after Run returned, does nothing. It returns

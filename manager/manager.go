@@ -91,6 +91,7 @@ type Manager struct {
 	mapper meta.ResettableRESTMapper
 
 	leading atomic.Bool
+	srv     serving // HTTP servers and metrics registry (http.go)
 
 	mu        sync.Mutex
 	state     runState
