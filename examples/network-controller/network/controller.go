@@ -15,10 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/examples/network-controller/backend"
 	"github.com/ctrlkit/ctrlkit/informer"
+	"github.com/ctrlkit/ctrlkit/manager"
 	"github.com/ctrlkit/ctrlkit/reconcile"
 	"github.com/ctrlkit/ctrlkit/reflector"
 	"github.com/ctrlkit/ctrlkit/workqueue"
@@ -63,12 +63,13 @@ type Options struct {
 	OrphanSweepPeriod time.Duration
 }
 
-// Controller reconciles Network objects against the backend. Create it with New and
-// call Run once. Its methods are safe for concurrent use; the zero value is not
-// usable.
+// Controller reconciles Network objects against the backend. Create it with New,
+// which adds it to a manager.Manager; the manager's Run runs it. Its methods are
+// safe for concurrent use; the zero value is not usable.
 //
-// Cost: one informer cache of the Networks (as unstructured objects), Workers worker
-// goroutines, a handler goroutine and the orphan sweep's goroutine while it runs.
+// Cost: Workers worker goroutines, a handler goroutine and the orphan sweep's
+// goroutine while it runs; the cache of the Networks (as unstructured objects) is
+// the manager's shared informer.
 type Controller struct {
 	opts     Options
 	log      logr.Logger
@@ -78,13 +79,14 @@ type Controller struct {
 	backend  *backend.Client
 }
 
-// New builds the controller for the cluster of cfg; it starts no goroutine and makes
-// no request. The informer runs on *unstructured.Unstructured through the dynamic
-// client (reflector.FromDynamic); each reconcile converts the cached object into a
-// typed Network.
-func New(cfg *rest.Config, opts Options) (*Controller, error) {
-	if cfg == nil {
-		return nil, errors.New("network: nil rest.Config")
+// New builds the controller on m's dynamic client and shared Network informer and
+// adds it to m (manager.Manager.Add); it starts nothing, and m.Run runs it. The
+// Network CRD must be installed (Install), since m looks its resource up. The
+// informer holds *unstructured.Unstructured; each reconcile converts the cached
+// object into a typed Network.
+func New(m *manager.Manager, opts Options) (_ *Controller, err error) {
+	if m == nil {
+		return nil, errors.New("network: nil manager")
 	}
 	if opts.BackendURL == "" {
 		return nil, errors.New("network: Options.BackendURL is required")
@@ -94,10 +96,6 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		hc = &http.Client{Timeout: DefaultBackendTimeout}
 	}
 	bc, err := backend.NewClient(opts.BackendURL, hc)
-	if err != nil {
-		return nil, fmt.Errorf("network: %w", err)
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("network: %w", err)
 	}
@@ -120,14 +118,21 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	c := &Controller{
 		opts:     opts,
 		log:      log,
-		networks: dyn.Resource(GroupVersionResource),
+		networks: m.Dynamic().Resource(GroupVersionResource),
 		backend:  bc,
 	}
-	c.inf = informer.New(reflector.FromDynamic(c.networks.Namespace(opts.Namespace)), informer.Config[*unstructured.Unstructured]{
-		Name:      "networks",
+	c.inf, err = manager.Dynamic(m, GroupVersionKind, manager.Options[*unstructured.Unstructured]{
+		Namespace: opts.Namespace,
 		Transform: reflector.StripManagedFields[*unstructured.Unstructured],
-		Logger:    log,
 	})
+	if err != nil {
+		return nil, fmt.Errorf("network: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			manager.Release(m, c.inf) // not used after all
+		}
+	}()
 	c.ctrl = reconcile.New[types.NamespacedName](reconcile.Func[types.NamespacedName](c.reconcile), reconcile.Config[types.NamespacedName]{
 		Name:         "network",
 		Workers:      opts.Workers,
@@ -146,27 +151,10 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	if err := c.ctrl.Watch(&orphanSweep{c: c}); err != nil {
 		return nil, fmt.Errorf("network: %w", err)
 	}
+	if err := m.Add(c.ctrl); err != nil {
+		return nil, fmt.Errorf("network: %w", err)
+	}
 	return c, nil
-}
-
-// Run runs the informer and the reconcile loop until ctx ends. When it returns,
-// nothing it started is still running. It returns nil after ctx ended, or the
-// controller's error (such as a *reconcile.SyncError when the Networks cannot be
-// listed: the CRD is missing or RBAC denies it).
-func (c *Controller) Run(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	infDone := make(chan error, 1)
-	go func() { infDone <- c.inf.Run(ctx) }()
-	err := c.ctrl.Run(ctx)
-	cancel()
-	if infErr := <-infDone; err == nil && infErr != nil {
-		err = infErr
-	}
-	if err != nil {
-		return fmt.Errorf("network: %w", err)
-	}
-	return nil
 }
 
 // WaitForCache waits until the controller's informer has applied resourceVersion rv

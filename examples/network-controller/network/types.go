@@ -37,6 +37,9 @@ const (
 	ReasonBackendError = "BackendError"
 )
 
+// GroupVersionKind is the kind of the Network CRD, for the manager's informers.
+var GroupVersionKind = schema.GroupVersionKind{Group: Group, Version: Version, Kind: Kind}
+
 // GroupVersionResource is the resource served for the Network CRD.
 var GroupVersionResource = schema.GroupVersionResource{Group: Group, Version: Version, Resource: Resource}
 
