@@ -184,6 +184,9 @@ func shared[T reflector.Object](m *Manager, mapping *meta.RESTMapping, o Options
 		}
 	}
 	name := informerName(key)
+	for i := 2; m.nameTakenLocked(name); i++ {
+		name = fmt.Sprintf("%s #%d", informerName(key), i) // another Transform
+	}
 	inf := informer.New(lw, informer.Config[T]{
 		Name:      name,
 		Indexers:  o.Indexers,
@@ -250,6 +253,12 @@ func informerName(k informerKey) string {
 		b.WriteString(" (metadata)")
 	}
 	return b.String()
+}
+
+// nameTakenLocked reports whether an informer of the manager has that name.
+// Requires m.mu held.
+func (m *Manager) nameTakenLocked(name string) bool {
+	return slices.ContainsFunc(m.order, func(e *informerEntry) bool { return e.inf.Name() == name })
 }
 
 // kindOf finds the group, version and kind of a typed object in the scheme.
