@@ -249,7 +249,7 @@ func printInformers(m *manager.Manager) {
 	infs := m.Informers()
 	fmt.Printf("one manager runs %d controllers on %d shared informers:", len(m.Controllers()), len(infs))
 	for i, inf := range infs {
-		sep := ","
+		sep := ";"
 		if i == 0 {
 			sep = ""
 		}
@@ -257,7 +257,7 @@ func printInformers(m *manager.Manager) {
 		if inf.Users != 1 {
 			users += "s"
 		}
-		fmt.Printf("%s %s (%d %s)", sep, inf.Name, inf.Users, users)
+		fmt.Printf("%s %s [%d %s]", sep, inf.Name, inf.Users, users)
 	}
 	fmt.Println()
 }
