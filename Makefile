@@ -2,8 +2,8 @@
 SHELL := /bin/bash
 GO ?= go
 
-# Control-plane versions; testenv.KubernetesVersion/EtcdVersion and tools/*/go.mod say the same
-# (a testenv unit test checks that they agree).
+# Control-plane versions; testenv.KubernetesVersion/EtcdVersion and the go.mod files embedded in
+# testenv/internal/cpbuild say the same (a testenv unit test checks that they agree).
 K8S_VERSION  := v1.36.3
 ETCD_VERSION := v3.7.3
 CP_DIR := $(CURDIR)/.cache/controlplane/kube-$(K8S_VERSION)_etcd-$(ETCD_VERSION)
@@ -34,16 +34,10 @@ modules:
 e2e: controlplane
 	$(GO) test -race -count=1 -timeout 30m -tags e2e $(E2E_PKGS)
 
-## controlplane: build etcd and kube-apiserver from Go modules into .cache (no-op when present)
-controlplane: $(CP_DIR)/etcd $(CP_DIR)/kube-apiserver
-
-$(CP_DIR)/etcd:
-	@mkdir -p $(CP_DIR)
-	cd tools/etcd && $(GO) build -trimpath -o $(CP_DIR)/etcd.partial . && mv $(CP_DIR)/etcd.partial $@
-
-$(CP_DIR)/kube-apiserver:
-	@mkdir -p $(CP_DIR)
-	cd tools/kube-apiserver && $(GO) build -trimpath -o $(CP_DIR)/kube-apiserver.partial . && mv $(CP_DIR)/kube-apiserver.partial $@
+## controlplane: build etcd and kube-apiserver from Go modules into .cache (no-op when present),
+## with the command users of the module run: go run github.com/ctrlkit/ctrlkit/testenv/cmd/controlplane
+controlplane:
+	@test -x $(CP_DIR)/etcd -a -x $(CP_DIR)/kube-apiserver || $(GO) run ./testenv/cmd/controlplane -dir $(CP_DIR)
 
 clean-controlplane:
 	rm -rf $(CURDIR)/.cache/controlplane

@@ -312,3 +312,27 @@ func (m *Manager) clientLocked(gv schema.GroupVersion, json bool) (rest.Interfac
 	m.clients[key] = c
 	return c, nil
 }
+
+// Custom returns the shared informer of a custom resource decoded from JSON into
+// the user's own Go struct, without generated code (reflector.FromJSON): the
+// struct embeds metav1.TypeMeta and metav1.ObjectMeta and has a hand-written
+// DeepCopyObject (see reflector.JSONObject). gvk names the resource's group,
+// version and kind; the kind must be the struct's type name.
+//
+//	foos, err := manager.Custom[*Foo](m, schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Foo"}, manager.Options[*Foo]{})
+func Custom[T reflector.JSONObject[E], E any](m *Manager, gvk schema.GroupVersionKind, o Options[T]) (*informer.Informer[T], error) {
+	if name := reflect.TypeFor[E]().Name(); gvk.Kind != name {
+		return nil, fmt.Errorf("manager: Custom of kind %q decodes into %s: the kind must be the struct's name", gvk.Kind, reflect.TypeFor[E]())
+	}
+	mapping, err := m.mapping(gvk, o.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	return shared(m, mapping, o, func() (reflector.ListerWatcher[T], error) {
+		c, err := m.clientLocked(gvk.GroupVersion(), true)
+		if err != nil {
+			return nil, err
+		}
+		return reflector.FromJSON[T](c, mapping.Resource.Resource, o.Namespace), nil
+	})
+}

@@ -4,8 +4,10 @@
 //
 // A Reflector[T] reads through a ListerWatcher[T] (FromTyped, FromDynamic
 // and FromMetadata adapt client-go's clients in one line; FromREST reads a
-// REST client's protobuf responses itself) and writes to a Store[T],
-// typically a deltafifo. Run is an explicit state machine:
+// REST client's protobuf responses itself; FromJSON reads JSON into a custom
+// resource's own Go struct, with no generated code, through a REST client
+// that JSONClient makes) and writes to a Store[T], typically a deltafifo.
+// Run is an explicit state machine:
 //
 //   - Listing. A streaming list (a watch with sendInitialEvents) where the
 //     server supports it: the objects arrive as events and end with a
@@ -49,11 +51,11 @@
 //   - Config.Transform runs on every object before the store sees it.
 //   - One bad object never stops a collection. An object the Transform
 //     refuses (an error, nil or a panic), or that the ListerWatcher cannot
-//     decode but can name (FromREST), is a *RefusedError: reported to
-//     OnError, counted in Stats.Refused, left out of lists and, on a watch,
-//     dropped from the store (Refuser) while the watch goes on past it. A
-//     client-made watch error (an event no one can attribute) is retried
-//     once from the same resourceVersion, then relisted past; a
+//     decode but can name (FromREST, FromJSON), is a *RefusedError:
+//     reported to OnError, counted in Stats.Refused, left out of lists and,
+//     on a watch, dropped from the store (Refuser) while the watch goes on
+//     past it. A client-made watch error (an event no one can attribute)
+//     is retried once from the same resourceVersion, then relisted past; a
 //     StoreReadError (an unsafely deleted corrupt object) relists at once.
 //   - A watch or streaming list whose request's time is up is given up even
 //     if the ListerWatcher keeps it open (as client-go's fake clients do);
@@ -61,7 +63,7 @@
 //     listed from the start in WatchListAuto mode.
 //   - With a ReuseStore, a listed object is replaced in the list by the
 //     store's own instance only when Reuse returns one of the same
-//     namespace, name and resourceVersion. With FromREST and a
+//     namespace, name and resourceVersion. With FromREST or FromJSON and a
 //     ReuseKeyStore, such an object is not even decoded, nor transformed:
 //     the store's instance is listed as it is.
 //   - Run starts no goroutine and returns when its context is done; Health
@@ -79,9 +81,10 @@
 // store already holds at the same resourceVersion is swapped for the
 // store's instance as soon as it is decoded, so a relist of mostly
 // unchanged objects holds one copy of the collection plus what changed.
-// With FromREST and a ReuseKeyStore (an informer's is), those objects are
-// not decoded at all: the relist allocates little more than the changed
-// objects, a key per object and one page or watch frame at a time. Per
+// With FromREST or FromJSON and a ReuseKeyStore (an informer's is), those
+// objects are not decoded at all: the relist allocates little more than the
+// changed objects, a key per object and one page or watch frame at a time
+// (with JSON, also a copy of each item's bytes while its page is read). Per
 // watch event the reflector does a type assertion, the transform, the store
 // call and one short critical section to update Health.
 package reflector

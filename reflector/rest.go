@@ -16,10 +16,29 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 )
+
+// JSONObject is the constraint of FromJSON: a pointer to a Go struct that
+// the API server's JSON decodes into with encoding/json's rules and the
+// struct's json tags, such as a custom resource's type written by hand:
+//
+//	type Foo struct {
+//		metav1.TypeMeta   `json:",inline"`
+//		metav1.ObjectMeta `json:"metadata,omitempty"`
+//		Spec   FooSpec   `json:"spec"`
+//		Status FooStatus `json:"status,omitempty"`
+//	}
+//
+// *Foo needs a DeepCopyObject method to be a runtime.Object; the rest comes
+// from the embedded TypeMeta and ObjectMeta.
+type JSONObject[E any] interface {
+	*E
+	Object
+}
 
 // ProtoObject is the constraint of FromREST: a pointer to a generated API
 // type that decodes its own protobuf message, as every type of k8s.io/api
@@ -53,7 +72,8 @@ type ProtoObject[E any] interface {
 // decoded as usual.
 //
 // It asks for protobuf and accepts JSON; a JSON answer (from a server that
-// has no protobuf form for the type) is decoded normally. Requests go
+// has no protobuf form for the type) is read as FromJSON reads it, with the
+// same reuse of the store's objects. Requests go
 // through c, so authentication, retries and error decoding are c's; watch
 // requests are not rate limited. A malformed response is reported as an
 // error (on a watch, an Error event with an internal-error Status that ends
@@ -61,25 +81,126 @@ type ProtoObject[E any] interface {
 // stream; it ends when the watch is stopped, its context is done or the
 // stream ends. The ListerWatcher is safe for concurrent use.
 func FromREST[T ProtoObject[E], E any](c rest.Interface, resource, namespace string) ListerWatcher[T] {
-	l := &restLW[T, E]{c: c, resource: resource, namespace: namespace, kind: reflect.TypeFor[E]().Name()}
-	switch {
-	case isNil(c):
-		l.err = errors.New("reflector: FromREST was given a nil REST client")
-	case resource == "":
-		l.err = errors.New("reflector: FromREST was given an empty resource name")
+	l := newRESTLW[T]("FromREST", c, resource, namespace)
+	l.accept = acceptProtobuf
+	l.unmarshal = func(raw []byte) (T, error) {
+		obj := T(new(E))
+		return obj, obj.Unmarshal(raw)
 	}
 	return l
 }
 
-// restLW is FromREST's ListerWatcher. It is immutable and safe for
-// concurrent use.
-type restLW[T ProtoObject[E], E any] struct {
+// FromJSON lists and watches a collection through a REST client, decoding
+// the server's JSON into T: the ListerWatcher of a custom resource whose Go
+// type is written by hand, with no generated client, clientset or protobuf
+// code. Given a type Foo of the API group example.com/v1 (see JSONObject):
+//
+//	client, err := reflector.JSONClient(cfg, schema.GroupVersion{Group: "example.com", Version: "v1"})
+//	...
+//	lw := reflector.FromJSON[*Foo](client, "foos", namespace)
+//
+// resource is the collection's plural name and namespace "" means every
+// namespace (or a cluster-scoped resource). c must be a REST client of the
+// resource's API group and version whose serializer decodes a JSON
+// metav1.Status (so that error answers become *apierrors.StatusError):
+// JSONClient makes one from a rest.Config. Any other will do, such as
+// rest.RESTClientFor with GroupVersion set, APIPath "/apis" ("/api" for the
+// core group) and NegotiatedSerializer scheme.Codecs.WithoutConversion()
+// from k8s.io/client-go/kubernetes/scheme.
+//
+// The server's kind must be the name of T's element type: Foo for *Foo,
+// FooList for its lists (a CRD's default listKind). A type named otherwise
+// than its kind is refused: each object of another kind is an error naming
+// both. Like FromREST (and client-go's typed clients), it leaves each
+// object's TypeMeta empty.
+//
+// It asks for JSON only and offers everything FromREST does: each object is
+// decoded into its own allocation; under a Reflector whose store
+// implements ReuseKeyStore, a listed object the store holds at the same
+// resourceVersion is not decoded (its metadata's namespace, name and
+// resourceVersion are read on their own, a small fraction of a decode) and
+// the store's instance is listed instead; an object that cannot be decoded
+// but whose key can be read is refused on its own (see RefusedError); a
+// malformed response is an error, never a panic. Each watch runs one
+// goroutine that ends when the watch is stopped, its context is done or
+// the stream ends. The ListerWatcher is safe for concurrent use.
+func FromJSON[T JSONObject[E], E any](c rest.Interface, resource, namespace string) ListerWatcher[T] {
+	l := newRESTLW[T]("FromJSON", c, resource, namespace)
+	l.accept = runtime.ContentTypeJSON
+	return l
+}
+
+// JSONClient returns a REST client of the API group version gv, for
+// FromJSON: a copy of cfg rooted at /apis/<group>/<version> (/api/v1 for
+// the core group, whose Group is ""), asking for JSON and decoding error
+// answers into *apierrors.StatusError, rate limited by cfg's QPS and Burst.
+// cfg is not changed. gv.Version must be set.
+func JSONClient(cfg *rest.Config, gv schema.GroupVersion) (rest.Interface, error) {
+	switch {
+	case cfg == nil:
+		return nil, errors.New("reflector: JSONClient was given a nil config")
+	case gv.Version == "":
+		return nil, fmt.Errorf("reflector: JSONClient was given the group version %q, with no version", gv)
+	}
+	c := rest.CopyConfig(cfg)
+	c.GroupVersion = &gv
+	c.APIPath = "/apis"
+	if gv.Group == "" {
+		c.APIPath = "/api"
+	}
+	c.ContentType = runtime.ContentTypeJSON
+	c.AcceptContentTypes = runtime.ContentTypeJSON
+	c.NegotiatedSerializer = statusCodecs
+	if c.UserAgent == "" {
+		c.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	client, err := rest.RESTClientFor(c)
+	if err != nil {
+		return nil, fmt.Errorf("reflector: JSONClient for %s: %w", gv, err)
+	}
+	return client, nil
+}
+
+// statusCodecs decode what a REST client decodes itself when it reads the
+// answers as raw bytes: the metav1.Status of an error answer.
+var statusCodecs = func() runtime.NegotiatedSerializer {
+	s := runtime.NewScheme()
+	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
+	return serializer.NewCodecFactory(s).WithoutConversion()
+}()
+
+func newRESTLW[T JSONObject[E], E any](ctor string, c rest.Interface, resource, namespace string) *restLW[T, E] {
+	l := &restLW[T, E]{c: c, resource: resource, namespace: namespace, kind: reflect.TypeFor[E]().Name(), goType: reflect.TypeFor[E]().String()}
+	switch {
+	case isNil(c):
+		l.err = fmt.Errorf("reflector: %s was given a nil REST client", ctor)
+	case resource == "":
+		l.err = fmt.Errorf("reflector: %s was given an empty resource name", ctor)
+	}
+	return l
+}
+
+// restLW is the ListerWatcher of FromREST and FromJSON. It is immutable and
+// safe for concurrent use.
+type restLW[T JSONObject[E], E any] struct {
 	c                   rest.Interface
 	resource, namespace string
 	kind                string // the kind of T, for checking answers
-	// err, when set, is what every List and Watch returns: FromREST's
-	// arguments were unusable.
+	goType              string // T's element type, for error messages
+	accept              string // the Accept header of every request
+	// unmarshal decodes an object's protobuf message into a new T; nil
+	// when only JSON is accepted (FromJSON). Chosen once, it spares the
+	// protobuf path any check of the format.
+	unmarshal func(raw []byte) (T, error)
+	// err, when set, is what every List and Watch returns: the
+	// constructor's arguments were unusable.
 	err error
+}
+
+// wrongKind is the error for an answer of kind got where want (T's kind,
+// or T's kind and "List") was expected; what says how it came.
+func (l *restLW[T, E]) wrongKind(what string, got []byte, want string) error {
+	return fmt.Errorf("%s a %q, want a %s (the kind is the name of the Go type %s)", what, got, want, l.goType)
 }
 
 // lookupFunc returns the store's instance of namespace/name at exactly
@@ -132,7 +253,7 @@ func (l *restLW[T, E]) request(opts metav1.ListOptions) *rest.Request {
 		Namespace(l.namespace).
 		Resource(l.resource).
 		SpecificallyVersionedParams(&opts, listParams, paramsVersion).
-		SetHeader("Accept", acceptProtobuf)
+		SetHeader("Accept", l.accept)
 }
 
 // List lists one page. An item that cannot be decoded fails the whole page;
@@ -163,12 +284,11 @@ func (l *restLW[T, E]) list(ctx context.Context, opts metav1.ListOptions, lookup
 	result.ContentType(&ct)
 	body, _ := result.Raw()
 	mt, _, _ := mime.ParseMediaType(ct)
-	switch mt {
-	case runtime.ContentTypeProtobuf:
+	switch {
+	case mt == runtime.ContentTypeProtobuf && l.unmarshal != nil:
 		return l.protoList(body, lookup)
-	case runtime.ContentTypeJSON:
-		items, refused, lm, err := l.jsonList(body)
-		return items, nil, refused, lm, err
+	case mt == runtime.ContentTypeJSON:
+		return l.jsonList(body, lookup)
 	}
 	return nil, nil, nil, metav1.ListMeta{}, fmt.Errorf("reflector: list of %s: unexpected content type %q", l.resource, ct)
 }
@@ -180,7 +300,7 @@ func (l *restLW[T, E]) protoList(body []byte, lookup lookupFunc[T]) ([]T, []bool
 		return nil, nil, nil, lm, fmt.Errorf("reflector: list of %s: %w", l.resource, err)
 	}
 	if string(env.kind) != l.kind+"List" {
-		return nil, nil, nil, lm, fmt.Errorf("reflector: list of %s: the server sent a %q, want a %sList", l.resource, env.kind, l.kind)
+		return nil, nil, nil, lm, fmt.Errorf("reflector: list of %s: %w", l.resource, l.wrongKind("the server sent", env.kind, l.kind+"List"))
 	}
 	lb, err := readList(env.raw)
 	if err != nil {
@@ -233,18 +353,32 @@ func protoRefusal(raw []byte, err error) *RefusedError {
 
 // jsonRefusal is protoRefusal for a JSON object.
 func jsonRefusal(raw []byte, err error) *RefusedError {
-	var m struct {
-		Metadata struct {
-			Namespace       string `json:"namespace"`
-			Name            string `json:"name"`
-			ResourceVersion string `json:"resourceVersion"`
-		} `json:"metadata"`
-	}
-	if json.Unmarshal(raw, &m) != nil || m.Metadata.Name == "" {
+	k, ok := readJSONKey(raw)
+	if !ok || k.Metadata.Name == "" {
 		return nil
 	}
-	u := undecodable{namespace: m.Metadata.Namespace, name: m.Metadata.Name, rv: m.Metadata.ResourceVersion, err: err}
+	u := undecodable{namespace: k.Metadata.Namespace, name: k.Metadata.Name, rv: k.Metadata.ResourceVersion, err: err}
 	return &RefusedError{Key: u.key(), ResourceVersion: u.rv, Err: err}
+}
+
+// jsonKey is what identifies one version of an object in its JSON, read
+// without decoding the rest.
+type jsonKey struct {
+	Kind     string `json:"kind"`
+	Metadata struct {
+		Namespace       string `json:"namespace"`
+		Name            string `json:"name"`
+		ResourceVersion string `json:"resourceVersion"`
+	} `json:"metadata"`
+}
+
+// readJSONKey reads the kind, namespace, name and resourceVersion of a JSON
+// object. It decodes with the rules of the full decode (utiljson: field
+// names match case-sensitively, the last of repeated fields wins), so that
+// it finds what decoding would. ok is false when raw is not an object or
+// one of those fields is not a string.
+func readJSONKey(raw []byte) (k jsonKey, ok bool) {
+	return k, utiljson.Unmarshal(raw, &k) == nil
 }
 
 // undecodableEvent is the event of type t for an object that failed to decode
@@ -259,41 +393,54 @@ func undecodableEvent(t watch.EventType, ref *RefusedError) watch.Event {
 
 // decode decodes one object's protobuf message.
 func (l *restLW[T, E]) decode(raw []byte) (T, error) {
-	obj := T(new(E))
-	if err := obj.Unmarshal(raw); err != nil {
+	obj, err := l.unmarshal(raw)
+	if err != nil {
 		return nil, fmt.Errorf("cannot decode a %s: %w", l.kind, err)
 	}
 	return obj, nil
 }
 
-// jsonList decodes a JSON list, each item into its own allocation.
-func (l *restLW[T, E]) jsonList(body []byte) ([]T, []*RefusedError, metav1.ListMeta, error) {
+// jsonList decodes a JSON list, each item into its own allocation, except
+// those lookup knows (see protoList).
+func (l *restLW[T, E]) jsonList(body []byte, lookup lookupFunc[T]) ([]T, []bool, []*RefusedError, metav1.ListMeta, error) {
 	var list struct {
 		Kind     string            `json:"kind"`
 		Metadata metav1.ListMeta   `json:"metadata"`
 		Items    []json.RawMessage `json:"items"`
 	}
 	if err := utiljson.Unmarshal(body, &list); err != nil {
-		return nil, nil, metav1.ListMeta{}, fmt.Errorf("reflector: list of %s: %w", l.resource, err)
+		return nil, nil, nil, metav1.ListMeta{}, fmt.Errorf("reflector: list of %s: %w", l.resource, err)
 	}
 	if list.Kind != l.kind+"List" {
-		return nil, nil, metav1.ListMeta{}, fmt.Errorf("reflector: list of %s: the server sent a %q, want a %sList", l.resource, list.Kind, l.kind)
+		return nil, nil, nil, metav1.ListMeta{}, fmt.Errorf("reflector: list of %s: %w", l.resource, l.wrongKind("the server sent", []byte(list.Kind), l.kind+"List"))
 	}
 	items := make([]T, 0, len(list.Items))
+	var fromStore []bool
+	if lookup != nil {
+		fromStore = make([]bool, 0, len(list.Items))
+	}
 	var refused []*RefusedError
+	keys := keyReader[T]{lookup: lookup}
 	for i, raw := range list.Items {
+		if obj, ok := keys.findJSON(raw, l.kind); ok {
+			items, fromStore = append(items, obj), append(fromStore, true)
+			continue
+		}
 		obj, err := l.decodeJSON(raw)
 		if err != nil {
 			ref := jsonRefusal(raw, err)
 			if ref == nil {
-				return nil, nil, metav1.ListMeta{}, fmt.Errorf("reflector: list of %s: item %d: %w", l.resource, i, err)
+				return nil, nil, nil, metav1.ListMeta{}, fmt.Errorf("reflector: list of %s: item %d: %w", l.resource, i, err)
 			}
 			refused = append(refused, ref)
 			continue
 		}
 		items = append(items, obj)
+		if fromStore != nil {
+			fromStore = append(fromStore, false)
+		}
 	}
-	return items, refused, list.Metadata, nil
+	return items, fromStore, refused, list.Metadata, nil
 }
 
 // decodeJSON decodes one object's JSON, checking its kind if it names one.
@@ -305,7 +452,7 @@ func (l *restLW[T, E]) decodeJSON(raw []byte) (T, error) {
 		return nil, fmt.Errorf("cannot decode a %s: %w", l.kind, err)
 	}
 	if k := obj.GetObjectKind().GroupVersionKind().Kind; k != "" && k != l.kind {
-		return nil, fmt.Errorf("the server sent a %q, want a %s", k, l.kind)
+		return nil, l.wrongKind("the server sent", []byte(k), l.kind)
 	}
 	obj.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
 	return obj, nil
@@ -334,6 +481,21 @@ func (k *keyReader[T]) find(raw []byte) (T, bool) {
 		k.ns = string(key.namespace)
 	}
 	return k.lookup(k.ns, string(key.name), string(key.resourceVersion))
+}
+
+// findJSON is find for an object's JSON. An object that names a kind other
+// than kind is not found either.
+func (k *keyReader[T]) findJSON(raw []byte, kind string) (T, bool) {
+	var zero T
+	if k.lookup == nil {
+		return zero, false
+	}
+	key, ok := readJSONKey(raw)
+	m := key.Metadata
+	if !ok || key.Kind != "" && key.Kind != kind || m.Name == "" || m.ResourceVersion == "" {
+		return zero, false
+	}
+	return k.lookup(m.Namespace, m.Name, m.ResourceVersion)
 }
 
 func (l *restLW[T, E]) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
@@ -367,7 +529,7 @@ func (l *restLW[T, E]) watch(ctx context.Context, opts metav1.ListOptions, looku
 // restWatch is one watch stream of FromREST. Its goroutine reads and
 // decodes events until the stream ends or Stop is called, then closes the
 // result channel.
-type restWatch[T ProtoObject[E], E any] struct {
+type restWatch[T JSONObject[E], E any] struct {
 	lw     *restLW[T, E]
 	body   io.ReadCloser
 	result chan watch.Event
@@ -398,6 +560,10 @@ func (w *restWatch[T, E]) run() {
 	}
 	if head[0] == '{' {
 		w.runJSON(br)
+		return
+	}
+	if w.lw.unmarshal == nil {
+		w.fail(fmt.Errorf("the stream is not JSON: it starts with %q", head))
 		return
 	}
 	frames := frameReader{r: br}
@@ -451,7 +617,7 @@ func (w *restWatch[T, E]) decodeFrame(frame []byte) (watch.Event, error) {
 		return watch.Event{}, fmt.Errorf("unknown watch event type %q", typ)
 	}
 	if string(env.kind) != w.lw.kind {
-		return watch.Event{}, fmt.Errorf("%s event carries a %q, want a %s", t, env.kind, w.lw.kind)
+		return watch.Event{}, w.lw.wrongKind(string(t)+" event carries", env.kind, w.lw.kind)
 	}
 	if t == watch.Added || t == watch.Modified {
 		if obj, ok := w.keys.find(env.raw); ok {
@@ -477,7 +643,7 @@ func (w *restWatch[T, E]) afterEvent(t watch.EventType, obj T) {
 	}
 }
 
-// runJSON reads a JSON watch stream: each event decoded normally.
+// runJSON reads a JSON watch stream, as run does a protobuf one.
 func (w *restWatch[T, E]) runJSON(r io.Reader) {
 	dec := json.NewDecoder(r)
 	for {
@@ -516,6 +682,11 @@ func (w *restWatch[T, E]) decodeJSONEvent(t watch.EventType, raw []byte) (watch.
 	default:
 		return watch.Event{}, fmt.Errorf("unknown watch event type %q", t)
 	}
+	if t == watch.Added || t == watch.Modified {
+		if obj, ok := w.keys.findJSON(raw, w.lw.kind); ok {
+			return watch.Event{Type: t, Object: &storedObject[T]{obj}}, nil
+		}
+	}
 	obj, err := w.lw.decodeJSON(raw)
 	if err != nil {
 		if ref := jsonRefusal(raw, err); ref != nil && t != watch.Bookmark {
@@ -523,6 +694,7 @@ func (w *restWatch[T, E]) decodeJSONEvent(t watch.EventType, raw []byte) (watch.
 		}
 		return watch.Event{}, err
 	}
+	w.afterEvent(t, obj)
 	return watch.Event{Type: t, Object: obj}, nil
 }
 

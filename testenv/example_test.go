@@ -13,12 +13,13 @@ import (
 )
 
 // Start a control plane, write through the admin client, and inject a fault. Compiled, not
-// run: it needs the etcd and kube-apiserver binaries (make controlplane).
+// run: it needs the etcd and kube-apiserver binaries
+// (go run github.com/ctrlkit/ctrlkit/testenv/cmd/controlplane builds them).
 func ExampleStart() {
 	ctx := context.Background()
 	env, err := testenv.Start(ctx, testenv.Config{})
 	if err != nil {
-		fmt.Println(err) // names `make controlplane` when the binaries are missing
+		fmt.Println(err) // names the command that builds the binaries when they are missing
 		return
 	}
 	defer env.Stop()

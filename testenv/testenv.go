@@ -13,9 +13,11 @@
 //     on the same etcd, stop and restart etcd, and compact etcd so that old resource versions
 //     are answered with 410 Gone.
 //
-// The binaries are built from Go modules by `make controlplane` (see the repository's tools/
-// folder). Start finds them through [Config.BinDir], the environment variable [BinEnv], or the
-// repository's cache folder .cache/controlplane/<version key>/.
+// The binaries are built from Go modules by [Build], which the command
+// `go run github.com/ctrlkit/ctrlkit/testenv/cmd/controlplane` runs (from any module that
+// requires ctrlkit; `make controlplane` in ctrlkit's repository). Start finds them through
+// [Config.BinDir], the environment variable [BinEnv], the repository's cache folder
+// .cache/controlplane/<version key>/, or [DefaultBinDir], where Build puts them by default.
 //
 // One Env is meant to be shared by all tests of a package, started in TestMain
 // (see [RunTests]):
@@ -49,7 +51,8 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// Versions of the control plane that testenv runs. tools/*/go.mod pin the same versions.
+// Versions of the control plane that testenv runs and [Build] builds; the go.mod files of the
+// modules Build compiles pin the same versions (a unit test checks that they agree).
 const (
 	KubernetesVersion = "v1.36.3"
 	EtcdVersion       = "v3.7.3"
@@ -84,7 +87,7 @@ type Config struct {
 	// until a test grants them.
 	Users []User
 	// BinDir is the folder holding etcd and kube-apiserver. Empty means $CTRLKIT_CONTROLPLANE_BIN,
-	// then the repository cache folder.
+	// then the repository cache folder, then [DefaultBinDir].
 	BinDir string
 	// StartTimeout bounds each wait for readiness when ctx has no earlier deadline.
 	// Zero means 2 minutes.
@@ -355,11 +358,20 @@ func sweepStaleDirs() {
 	}
 }
 
-// findBinaries returns the folder holding etcd and kube-apiserver.
+// findBinaries returns the folder holding etcd and kube-apiserver: dir when set, else
+// $CTRLKIT_CONTROLPLANE_BIN when set, else the first of the .cache/controlplane/<CacheKey()>
+// folders in the working directory and its parents, and DefaultBinDir, that holds both. An
+// explicit location must hold them: there is no silent fallback from it. The error names the
+// command that builds them where Start looks.
 func findBinaries(dir string) (string, error) {
-	var tried []string
-	candidates := []string{dir, os.Getenv(BinEnv)}
-	if dir == "" && os.Getenv(BinEnv) == "" {
+	explicit := dir
+	if explicit == "" {
+		explicit = os.Getenv(BinEnv)
+	}
+	var candidates []string
+	if explicit != "" {
+		candidates = append(candidates, explicit)
+	} else {
 		if wd, err := os.Getwd(); err == nil {
 			for d := wd; ; d = filepath.Dir(d) {
 				candidates = append(candidates, filepath.Join(d, ".cache", "controlplane", CacheKey()))
@@ -368,22 +380,19 @@ func findBinaries(dir string) (string, error) {
 				}
 			}
 		}
+		if d, err := DefaultBinDir(); err == nil {
+			candidates = append(candidates, d)
+		}
 	}
 	for _, c := range candidates {
-		if c == "" {
-			continue
-		}
-		if isExecutable(filepath.Join(c, "etcd")) && isExecutable(filepath.Join(c, "kube-apiserver")) {
+		if haveBinaries(c) {
 			return c, nil
-		}
-		tried = append(tried, c)
-		if dir != "" || os.Getenv(BinEnv) != "" {
-			break // an explicit location must be right; do not fall back silently
 		}
 	}
 	return "", fmt.Errorf("testenv: etcd and kube-apiserver binaries not found (looked in %s); "+
-		"build them with `make controlplane` in the ctrlkit repository, or set %s to a folder holding them",
-		strings.Join(tried, ", "), BinEnv)
+		"build them with `%s` (in a module that requires ctrlkit; in ctrlkit's repository, `make controlplane`), "+
+		"or set %s to a folder holding them",
+		strings.Join(candidates, ", "), buildCommand(explicit), BinEnv)
 }
 
 func isExecutable(path string) bool {

@@ -13,61 +13,43 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// The versions testenv names must be the ones the tools modules and the Makefile build;
-// otherwise Start would look in a cache folder that `make controlplane` never fills.
-func TestVersionsAgreeWithToolsAndMakefile(t *testing.T) {
-	checks := []struct {
-		file, pattern, want string
-	}{
-		{"../tools/kube-apiserver/go.mod", `k8s\.io/kubernetes (v\S+)`, KubernetesVersion},
-		{"../tools/etcd/go.mod", `go\.etcd\.io/etcd/server/v3 (v\S+)`, EtcdVersion},
-		{"../Makefile", `K8S_VERSION\s*:=\s*(v\S+)`, KubernetesVersion},
-		{"../Makefile", `ETCD_VERSION\s*:=\s*(v\S+)`, EtcdVersion},
+// Without binaries, Start's error names the exact command that builds them where it looked,
+// and every folder it looked in.
+func TestStartWithoutBinariesNamesTheBuildCommand(t *testing.T) {
+	const command = "`go run github.com/ctrlkit/ctrlkit/testenv/cmd/controlplane"
+	empty := t.TempDir()
+	_, err := Start(context.Background(), Config{BinDir: empty})
+	if err == nil {
+		t.Fatal("Start succeeded without binaries")
 	}
-	for _, c := range checks {
-		b, err := os.ReadFile(c.file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := regexp.MustCompile(c.pattern).FindSubmatch(b)
-		if m == nil {
-			t.Fatalf("%s: no match for %s", c.file, c.pattern)
-		}
-		if got := string(m[1]); got != c.want {
-			t.Errorf("%s pins %s, testenv expects %s", c.file, got, c.want)
+	for _, want := range []string{command + " -dir " + empty + "`", "make controlplane", BinEnv, "looked in " + empty + ")"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("with BinDir: error %q does not mention %q", err, want)
 		}
 	}
-	// Every staging module of the apiserver build must be pinned to the matching v0 version.
-	b, err := os.ReadFile("../tools/kube-apiserver/go.mod")
+
+	fromEnv := filepath.Join(t.TempDir(), "from env")
+	t.Setenv(BinEnv, fromEnv)
+	_, err = Start(context.Background(), Config{})
+	if want := command + " -dir '" + fromEnv + "'`"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("with %s set to an empty folder: %v, want it to name %s", BinEnv, err, want)
+	}
+
+	// Neither: the repository's cache folders up from the working directory, then the
+	// user cache folder, where the command builds by default.
+	t.Setenv(BinEnv, "")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	wd := t.TempDir()
+	t.Chdir(wd)
+	def, err := DefaultBinDir()
 	if err != nil {
 		t.Fatal(err)
 	}
-	staging := "v0" + strings.TrimPrefix(KubernetesVersion, "v1")
-	for _, m := range regexp.MustCompile(`(k8s\.io/[\w-]+) => k8s\.io/[\w-]+ (v\S+)`).FindAllSubmatch(b, -1) {
-		if string(m[2]) != staging {
-			t.Errorf("%s is replaced by %s, want %s", m[1], m[2], staging)
+	_, err = Start(context.Background(), Config{})
+	for _, want := range []string{command + "`", filepath.Join(wd, ".cache", "controlplane", CacheKey()), def + ")"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("with no folder named: error %v does not mention %q", err, want)
 		}
-	}
-}
-
-func TestStartWithoutBinariesNamesTheBuildCommand(t *testing.T) {
-	empty := t.TempDir()
-	for name, cfg := range map[string]Config{
-		"BinDir": {BinDir: empty},
-	} {
-		_, err := Start(context.Background(), cfg)
-		if err == nil {
-			t.Fatalf("%s: Start succeeded without binaries", name)
-		}
-		for _, want := range []string{"make controlplane", BinEnv, empty} {
-			if !strings.Contains(err.Error(), want) {
-				t.Errorf("%s: error %q does not mention %q", name, err, want)
-			}
-		}
-	}
-	t.Setenv(BinEnv, empty)
-	if _, err := Start(context.Background(), Config{}); err == nil || !strings.Contains(err.Error(), empty) {
-		t.Errorf("with %s set to an empty folder: %v", BinEnv, err)
 	}
 }
 

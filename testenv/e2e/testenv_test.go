@@ -44,7 +44,7 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(testenv.RunTests(m, testenv.Config{
 		APIServerFlags: []string{"--watch-cache-sizes=secrets#0"},
-		Users:          []testenv.User{{Name: "reader"}},
+		Users:          []testenv.User{{Name: "reader"}, {Name: "cluster-reader"}},
 	}, &env, leakcheck.Check))
 }
 
@@ -524,4 +524,161 @@ func TestGrantInEffectOnReturn(t *testing.T) {
 			t.Fatalf("list of secrets in %s = %v, want Forbidden", ns, err)
 		}
 	}
+}
+
+// TestGrantWithResourceNames: a rule limited to named objects is in effect when Grant
+// returns, for those objects only (Grant used to wait for an unnamed request, which such a
+// rule never allows, and failed after 30 seconds).
+func TestGrantWithResourceNames(t *testing.T) {
+	ns := env.Namespace(t)
+	admin := clientset(t)
+	for _, name := range []string{"mine", "theirs"} {
+		if _, err := admin.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env.Grant(t, ns, "reader", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"mine"}, Verbs: []string{"get"}})
+	cfg, err := env.UserConfig("reader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := kubernetes.NewForConfigOrDie(cfg)
+	if _, err := reader.CoreV1().ConfigMaps(ns).Get(t.Context(), "mine", metav1.GetOptions{}); err != nil {
+		t.Fatalf("get of the named ConfigMap right after Grant: %v", err)
+	}
+	if _, err := reader.CoreV1().ConfigMaps(ns).Get(t.Context(), "theirs", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("get of another ConfigMap = %v, want Forbidden", err)
+	}
+}
+
+// TestGrantClusterAndRevokeCluster: right after GrantCluster returns, the user may do what
+// it granted in every namespace, across all namespaces, on cluster-scoped resources and on
+// non-resource URLs, and nothing else; a second GrantCluster replaces the first; right after
+// RevokeCluster returns, all of it is refused again, except what another binding of the user
+// allows, which RevokeCluster must not wait for.
+func TestGrantClusterAndRevokeCluster(t *testing.T) {
+	const user = "cluster-reader"
+	ctx := t.Context()
+	a, b := env.Namespace(t), env.Namespace(t)
+	cfg, err := env.UserConfig(user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := kubernetes.NewForConfigOrDie(cfg)
+	getURL := func(path string) error {
+		_, err := c.Discovery().RESTClient().Get().AbsPath(path).DoRaw(ctx)
+		return err
+	}
+	forbidden := func(what string, err error) {
+		t.Helper()
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("%s = %v, want Forbidden", what, err)
+		}
+	}
+	allowed := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Errorf("%s = %v, want it allowed", what, err)
+		}
+	}
+
+	_, err = c.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{})
+	forbidden("list of all ConfigMaps before the grant", err)
+	forbidden("GET /metrics before the grant", getURL("/metrics"))
+
+	env.GrantCluster(t, user,
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"list"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, ResourceNames: []string{a}, Verbs: []string{"get"}},
+		rbacv1.PolicyRule{NonResourceURLs: []string{"/metrics", "/version"}, Verbs: []string{"get"}},
+	)
+	for _, ns := range []string{a, b, ""} {
+		_, err := c.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+		allowed(fmt.Sprintf("list of ConfigMaps in %q right after GrantCluster", ns), err)
+	}
+	_, err = c.CoreV1().Namespaces().Get(ctx, a, metav1.GetOptions{})
+	allowed("get of the granted namespace", err)
+	_, err = c.CoreV1().Namespaces().Get(ctx, b, metav1.GetOptions{})
+	forbidden("get of another namespace", err)
+	_, err = c.CoreV1().Secrets(a).List(ctx, metav1.ListOptions{})
+	forbidden("list of Secrets", err)
+	_, err = c.CoreV1().ConfigMaps(a).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{})
+	forbidden("create of a ConfigMap", err)
+	allowed("GET /metrics right after GrantCluster", getURL("/metrics"))
+
+	// A second grant replaces the first: its rules are in effect on return.
+	env.GrantCluster(t, user, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"list"}})
+	_, err = c.CoreV1().Secrets(b).List(ctx, metav1.ListOptions{})
+	allowed("list of Secrets right after the second GrantCluster", err)
+
+	start := time.Now()
+	env.RevokeCluster(t, user)
+	t.Logf("RevokeCluster took %v", time.Since(start))
+	_, err = c.CoreV1().Secrets(b).List(ctx, metav1.ListOptions{})
+	forbidden("list of Secrets right after RevokeCluster", err)
+	_, err = c.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{})
+	forbidden("list of all ConfigMaps right after RevokeCluster", err)
+	forbidden("GET /metrics right after RevokeCluster", getURL("/metrics"))
+	allowed("GET /version, which every user may", getURL("/version"))
+	admin := clientset(t)
+	for _, err := range []error{
+		func() error {
+			_, err := admin.RbacV1().ClusterRoles().Get(ctx, "testenv:"+user, metav1.GetOptions{})
+			return err
+		}(),
+		func() error {
+			_, err := admin.RbacV1().ClusterRoleBindings().Get(ctx, "testenv:"+user, metav1.GetOptions{})
+			return err
+		}(),
+	} {
+		if !apierrors.IsNotFound(err) {
+			t.Errorf("after RevokeCluster: %v, want the ClusterRole and its binding gone", err)
+		}
+	}
+
+	// Revoking again is a no-op.
+	env.RevokeCluster(t, user)
+
+	// What another binding allows the user stays allowed: RevokeCluster does not wait for
+	// it to be refused.
+	other := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: user + "-public-info"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:public-info-viewer"},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+	}
+	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, other, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer admin.RbacV1().ClusterRoleBindings().Delete(context.Background(), other.Name, metav1.DeleteOptions{})
+	env.GrantCluster(t, user, rbacv1.PolicyRule{NonResourceURLs: []string{"/version", "/metrics"}, Verbs: []string{"get"}})
+	start = time.Now()
+	env.RevokeCluster(t, user)
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("RevokeCluster of a grant that another binding partly shares took %v", took)
+	}
+	forbidden("GET /metrics after the last RevokeCluster", getURL("/metrics"))
+	allowed("GET /version, which the other binding allows", getURL("/version"))
+}
+
+// TestRevokeUndoesGrant: right after Revoke returns, what Grant allowed in the namespace is
+// refused again; Revoke of what was never granted does nothing.
+func TestRevokeUndoesGrant(t *testing.T) {
+	const user = "cluster-reader"
+	ns := env.Namespace(t)
+	cfg, err := env.UserConfig(user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := kubernetes.NewForConfigOrDie(cfg)
+	env.Grant(t, ns, user, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"list", "create"}})
+	if _, err := c.CoreV1().ConfigMaps(ns).List(t.Context(), metav1.ListOptions{}); err != nil {
+		t.Fatalf("list right after Grant: %v", err)
+	}
+	env.Revoke(t, ns, user)
+	if _, err := c.CoreV1().ConfigMaps(ns).List(t.Context(), metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("list right after Revoke = %v, want Forbidden", err)
+	}
+	if _, err := c.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("create right after Revoke = %v, want Forbidden", err)
+	}
+	env.Revoke(t, ns, user)
 }
