@@ -12,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
@@ -74,7 +73,7 @@ type Controller struct {
 	opts     Options
 	log      logr.Logger
 	networks dynamic.NamespaceableResourceInterface
-	inf      *informer.Informer[*unstructured.Unstructured]
+	inf      *informer.Informer[*Network]
 	ctrl     *reconcile.Controller[types.NamespacedName]
 	backend  *backend.Client
 }
@@ -82,8 +81,8 @@ type Controller struct {
 // New builds the controller on m's dynamic client and shared Network informer and
 // adds it to m (manager.Manager.Add); it starts nothing, and m.Run runs it. The
 // Network CRD must be installed (Install), since m looks its resource up. The
-// informer holds *unstructured.Unstructured; each reconcile converts the cached
-// object into a typed Network.
+// informer (manager.Custom) decodes the server's JSON into *Network; the dynamic
+// client writes.
 func New(m *manager.Manager, opts Options) (_ *Controller, err error) {
 	if m == nil {
 		return nil, errors.New("network: nil manager")
@@ -121,9 +120,9 @@ func New(m *manager.Manager, opts Options) (_ *Controller, err error) {
 		networks: m.Dynamic().Resource(GroupVersionResource),
 		backend:  bc,
 	}
-	c.inf, err = manager.Dynamic(m, GroupVersionKind, manager.Options[*unstructured.Unstructured]{
+	c.inf, err = manager.Custom[*Network](m, GroupVersionKind, manager.Options[*Network]{
 		Namespace: opts.Namespace,
-		Transform: reflector.StripManagedFields[*unstructured.Unstructured],
+		Transform: reflector.StripManagedFields[*Network],
 	})
 	if err != nil {
 		return nil, fmt.Errorf("network: %w", err)
@@ -145,7 +144,7 @@ func New(m *manager.Manager, opts Options) (_ *Controller, err error) {
 	// Every change of a Network, status writes included: a status changed behind the
 	// controller's back is repaired, and the controller's own status writes end in a
 	// reconcile that finds nothing to do.
-	if err := c.ctrl.Watch(reconcile.FromInformer(c.inf, reconcile.ByObject[*unstructured.Unstructured]())); err != nil {
+	if err := c.ctrl.Watch(reconcile.FromInformer(c.inf, reconcile.ByObject[*Network]())); err != nil {
 		return nil, fmt.Errorf("network: %w", err)
 	}
 	if err := c.ctrl.Watch(&orphanSweep{c: c}); err != nil {
@@ -167,7 +166,7 @@ func (c *Controller) WaitForCache(ctx context.Context, rv string) error {
 // in its status. The workers call it, never for the same key at once.
 func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) (reconcile.Result, error) {
 	log := logr.FromContextOrDiscard(ctx)
-	u, err := c.inf.Lister().Get(key.Namespace, key.Name)
+	cached, err := c.inf.Lister().Get(key.Namespace, key.Name)
 	if apierrors.IsNotFound(err) {
 		// No object: whatever the backend has under this key is an orphan (an object
 		// deleted without our finalizer running, or a network created behind our back).
@@ -176,11 +175,8 @@ func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) (r
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	n, err := FromUnstructured(u)
-	if err != nil {
-		// Retrying cannot fix a malformed object; its next change will be reconciled.
-		return reconcile.Result{}, reconcile.Terminal(err)
-	}
+	// The cache is shared and read-only; the writes below change n.
+	n := cached.DeepCopy()
 	if n.DeletionTimestamp != nil {
 		return reconcile.Result{}, c.finalize(ctx, log, n)
 	}

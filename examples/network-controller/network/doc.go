@@ -12,13 +12,11 @@
 //	if _, err := network.New(m, network.Options{BackendURL: url}); err != nil { ... }
 //	err = m.Run(ctx)
 //
-// There are no generated clients: the informer (manager.Dynamic) caches
-// *unstructured.Unstructured objects read through the dynamic client, and each
-// reconcile converts the object it works on into
-// the typed Network with runtime.DefaultUnstructuredConverter (FromUnstructured, and
-// ToUnstructured for writes). The cache stays in the dynamic client's form, so
-// nothing is converted for objects that are not reconciled, and the typed struct is
-// the only place that spells out the schema.
+// There is no generated code: the informer (manager.Custom) decodes the server's
+// JSON straight into the hand-written Network struct (which has its own DeepCopy),
+// so a reconcile reads a typed object from the cache and converts nothing; the
+// writes go through the dynamic client (ToUnstructured, FromUnstructured). The
+// typed struct is the only place that spells out the schema.
 //
 // # What a reconcile does
 //

@@ -172,10 +172,32 @@ func TestNewShares(t *testing.T) {
 	}
 	want := []string{
 		"network waiting", "network waiting", "network waiting",
-		"networks.samplecrd.k8s.io in ns (dynamic): 2 users",
-		"networks.samplecrd.k8s.io in other (dynamic): 1 users",
+		"networks.samplecrd.k8s.io in ns: 2 users",
+		"networks.samplecrd.k8s.io in other: 1 users",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("manager's controllers and informers (-want +got):\n%s", diff)
+	}
+}
+
+// TestDeepCopy: the copy of a cached Network shares nothing with it, so that a
+// reconcile may change its copy.
+func TestDeepCopy(t *testing.T) {
+	n := &Network{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", Finalizers: []string{Finalizer}, Labels: map[string]string{"k": "v"}},
+		Spec:       Spec{CIDR: "10.0.0.0/24", Gateway: "10.0.0.1"},
+		Status:     Status{ObservedGeneration: 1, Conditions: []metav1.Condition{{Type: ConditionReady, Status: metav1.ConditionTrue}}},
+	}
+	orig := n.DeepCopyObject().(*Network)
+	if diff := cmp.Diff(n, orig); diff != "" {
+		t.Fatalf("copy differs (-orig +copy):\n%s", diff)
+	}
+	c := n.DeepCopy()
+	c.Finalizers[0] = "other"
+	c.Labels["k"] = "changed"
+	c.Status.Conditions[0].Status = metav1.ConditionFalse
+	c.Spec.CIDR = "10.1.0.0/24"
+	if diff := cmp.Diff(orig, n); diff != "" {
+		t.Errorf("changing the copy changed the original (-before +after):\n%s", diff)
 	}
 }
