@@ -30,6 +30,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/examples/network-controller/network"
 	"github.com/ctrlkit/ctrlkit/examples/replicaset/podset"
 	"github.com/ctrlkit/ctrlkit/examples/sidecar-injector/injector"
+	"github.com/ctrlkit/ctrlkit/manager"
 	"github.com/ctrlkit/ctrlkit/testenv"
 )
 
@@ -112,28 +113,31 @@ func run(ctx context.Context, duration time.Duration, rate float64, seed uint64)
 		network.GroupVersionResource.GroupResource(), podset.GroupVersionResource.GroupResource(),
 		injector.DefaultConfigNamespace, injector.DefaultConfigName, backendURL)
 
-	// The three controllers, each counting its reconciles and queue depth for the progress line.
+	// The three controllers in one manager, each counting its reconciles and queue depth for
+	// the progress line.
+	m, err := manager.New(manager.Config{RESTConfig: cfg})
+	if err != nil {
+		return err
+	}
 	sc, nc, pc := &stats{name: "sidecar"}, &stats{name: "network"}, &stats{name: "podset"}
-	inj, err := injector.New(cfg, injector.Options{Namespace: demoNS, Metrics: sc, QueueMetrics: sc})
+	inj, err := injector.New(m, injector.Options{Namespace: demoNS, Metrics: sc, QueueMetrics: sc})
 	if err != nil {
 		return err
 	}
-	netc, err := network.New(cfg, network.Options{Namespace: demoNS, BackendURL: backendURL, Metrics: nc, QueueMetrics: nc})
+	netc, err := network.New(m, network.Options{Namespace: demoNS, BackendURL: backendURL, Metrics: nc, QueueMetrics: nc})
 	if err != nil {
 		return err
 	}
-	psc, err := podset.New(cfg, podset.Options{Namespace: demoNS, Metrics: pc, QueueMetrics: pc})
+	psc, err := podset.New(m, podset.Options{Namespace: demoNS, Metrics: pc, QueueMetrics: pc})
 	if err != nil {
 		return err
 	}
-	ctrlErr := make(chan error, 3)
-	for _, r := range []interface{ Run(context.Context) error }{inj, netc, psc} {
-		wg.Go(func() {
-			if err := r.Run(runCtx); err != nil && runCtx.Err() == nil {
-				ctrlErr <- err
-			}
-		})
-	}
+	ctrlErr := make(chan error, 1)
+	wg.Go(func() {
+		if err := m.Run(runCtx); err != nil {
+			ctrlErr <- err
+		}
+	})
 	// The controllers fill their caches meanwhile.
 	held, err := waitCRDCreateHold(ctx, c)
 	if err != nil {
@@ -144,6 +148,7 @@ func run(ctx context.Context, duration time.Duration, rate float64, seed uint64)
 			held.Round(time.Millisecond), crdCreateHold)
 	}
 	fmt.Printf("controllers running; workload for %v at about %.0f writes/s (-seed %d)\n", duration, rate, seed)
+	printInformers(m)
 
 	w := newWorkload(c, seed, []*stats{sc, nc, pc}, inj, netc, psc)
 	genCtx, stopGen := context.WithCancel(runCtx)
@@ -237,4 +242,22 @@ func setup(ctx context.Context, cfg *rest.Config, c *clients) error {
 	}
 	_, err := c.kube.CoreV1().ConfigMaps(injector.DefaultConfigNamespace).Create(ctx, sidecarConfigMap(1), metav1.CreateOptions{})
 	return err
+}
+
+// printInformers prints the manager's shared informers and how many controllers use each.
+func printInformers(m *manager.Manager) {
+	infs := m.Informers()
+	fmt.Printf("one manager runs %d controllers on %d shared informers:", len(m.Controllers()), len(infs))
+	for i, inf := range infs {
+		sep := ";"
+		if i == 0 {
+			sep = ""
+		}
+		users := "user"
+		if inf.Users != 1 {
+			users += "s"
+		}
+		fmt.Printf("%s %s [%d %s]", sep, inf.Name, inf.Users, users)
+	}
+	fmt.Println()
 }

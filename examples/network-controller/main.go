@@ -22,11 +22,10 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ctrlkit/ctrlkit/examples/network-controller/backend"
 	"github.com/ctrlkit/ctrlkit/examples/network-controller/network"
+	"github.com/ctrlkit/ctrlkit/manager"
 )
 
 func main() {
@@ -59,7 +58,7 @@ func main() {
 }
 
 func run(ctx context.Context, log logr.Logger, kubeconfig string, install bool, backendURL, listen, stateDir string, opts network.Options) error {
-	cfg, err := restConfig(kubeconfig)
+	cfg, err := manager.LoadRESTConfig(kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -91,30 +90,16 @@ func run(ctx context.Context, log logr.Logger, kubeconfig string, install bool, 
 		log.Info("backend running", "url", backendURL, "state", filepath.Join(stateDir, backend.StateFile))
 	}
 	opts.BackendURL = backendURL
-	c, err := network.New(cfg, opts)
+	m, err := manager.New(manager.Config{RESTConfig: cfg, Logger: log})
 	if err != nil {
+		return err
+	}
+	if _, err := network.New(m, opts); err != nil {
 		return err
 	}
 	log.Info("controller running", "namespace", opts.Namespace, "backend", backendURL)
 	start := time.Now()
-	err = c.Run(ctx)
+	err = m.Run(ctx)
 	log.Info("controller stopped", "ran", time.Since(start).Round(time.Second))
 	return err
-}
-
-// restConfig loads -kubeconfig, else $KUBECONFIG, else ~/.kube/config, else the
-// in-cluster configuration.
-func restConfig(kubeconfig string) (*rest.Config, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules() // $KUBECONFIG, then ~/.kube/config
-	rules.ExplicitPath = kubeconfig
-	if kubeconfig == "" && os.Getenv(clientcmd.RecommendedConfigPathEnvVar) == "" {
-		if _, err := os.Stat(clientcmd.RecommendedHomeFile); err != nil {
-			cfg, err := rest.InClusterConfig()
-			if err != nil {
-				return nil, fmt.Errorf("no kubeconfig (-kubeconfig, $KUBECONFIG, %s) and not in a cluster: %w", clientcmd.RecommendedHomeFile, err)
-			}
-			return cfg, nil
-		}
-	}
-	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
 }

@@ -11,19 +11,16 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 
 	"github.com/go-logr/logr/funcr"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ctrlkit/ctrlkit/examples/replicaset/podset"
+	"github.com/ctrlkit/ctrlkit/manager"
 )
 
 func main() {
@@ -41,7 +38,7 @@ func main() {
 }
 
 func run(kubeconfig string, install bool, namespace string, workers, verbosity int) error {
-	cfg, err := restConfig(kubeconfig)
+	cfg, err := manager.LoadRESTConfig(kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -55,51 +52,17 @@ func run(kubeconfig string, install bool, namespace string, workers, verbosity i
 		}
 		log.Info("PodSet CRD installed")
 	}
-	c, err := podset.New(cfg, podset.Options{Workers: workers, Logger: log, Namespace: namespace})
+	m, err := manager.New(manager.Config{RESTConfig: cfg, Logger: log})
 	if err != nil {
 		return err
 	}
+	if _, err := podset.New(m, podset.Options{Workers: workers, Logger: log, Namespace: namespace}); err != nil {
+		return err
+	}
 	log.Info("controller running; Ctrl-C to stop")
-	if err := c.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+	if err := m.Run(ctx); err != nil {
 		return err
 	}
 	log.Info("controller stopped")
 	return nil
-}
-
-// restConfig loads the flag's kubeconfig, else the files $KUBECONFIG lists, else
-// ~/.kube/config, else the in-cluster configuration.
-func restConfig(path string) (*rest.Config, error) {
-	var rules *clientcmd.ClientConfigLoadingRules
-	switch env := os.Getenv("KUBECONFIG"); {
-	case path != "":
-		rules = &clientcmd.ClientConfigLoadingRules{ExplicitPath: path}
-	case env != "":
-		path = env
-		rules = &clientcmd.ClientConfigLoadingRules{Precedence: filepath.SplitList(env)}
-	default:
-		if home, err := os.UserHomeDir(); err == nil {
-			if p := filepath.Join(home, ".kube", "config"); fileExists(p) {
-				path = p
-				rules = &clientcmd.ClientConfigLoadingRules{ExplicitPath: p}
-			}
-		}
-	}
-	if rules == nil {
-		cfg, err := rest.InClusterConfig()
-		if err != nil {
-			return nil, fmt.Errorf("no kubeconfig (-kubeconfig, $KUBECONFIG or ~/.kube/config) and not in a cluster: %w", err)
-		}
-		return cfg, nil
-	}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
-	}
-	return cfg, nil
-}
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
 }

@@ -9,7 +9,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -17,10 +16,9 @@ import (
 	"syscall"
 
 	"github.com/go-logr/logr/funcr"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ctrlkit/ctrlkit/examples/sidecar-injector/injector"
+	"github.com/ctrlkit/ctrlkit/manager"
 )
 
 func main() {
@@ -49,35 +47,24 @@ func main() {
 }
 
 func run(ctx context.Context, kubeconfig string, opts injector.Options) error {
-	cfg, err := restConfig(kubeconfig)
+	cfg, err := manager.LoadRESTConfig(kubeconfig)
 	if err != nil {
 		return err
 	}
 	if err := injector.Install(ctx, cfg); err != nil {
 		return err
 	}
-	c, err := injector.New(cfg, opts)
+	m, err := manager.New(manager.Config{RESTConfig: cfg, Logger: opts.Logger})
 	if err != nil {
 		return err
 	}
+	if _, err := injector.New(m, opts); err != nil {
+		return err
+	}
 	opts.Logger.Info("running", "configMap", opts.ConfigNamespace+"/"+opts.ConfigName, "namespace", opts.Namespace)
-	if err := c.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+	if err := m.Run(ctx); err != nil {
 		return err
 	}
 	opts.Logger.Info("stopped")
 	return nil
-}
-
-// restConfig loads the -kubeconfig file if given; otherwise $KUBECONFIG, then
-// ~/.kube/config, then the in-cluster configuration.
-func restConfig(path string) (*rest.Config, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if path != "" {
-		rules.ExplicitPath = path
-	}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("loading kubeconfig: %w", err)
-	}
-	return cfg, nil
 }

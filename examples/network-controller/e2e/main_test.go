@@ -28,6 +28,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/examples/network-controller/network"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
 	"github.com/ctrlkit/ctrlkit/internal/testrun"
+	"github.com/ctrlkit/ctrlkit/manager"
 	"github.com/ctrlkit/ctrlkit/testenv"
 )
 
@@ -160,8 +161,8 @@ type controller struct {
 	objectConflicts atomic.Int64 // those of them on the object itself (finalizers), not its status
 }
 
-// startController runs a controller for ns as the least-privilege user until the
-// end of the test.
+// startController runs a controller for ns as the least-privilege user, in a
+// manager of its own, until the end of the test.
 func startController(t *testing.T, ns, backendURL string, opts network.Options) *controller {
 	t.Helper()
 	cfg, err := env.UserConfig("controller")
@@ -189,11 +190,15 @@ func startController(t *testing.T, ns, backendURL string, opts network.Options) 
 	if opts.OrphanSweepPeriod == 0 {
 		opts.OrphanSweepPeriod = time.Second
 	}
-	c.Controller, err = network.New(cfg, opts)
+	m, err := manager.New(manager.Config{RESTConfig: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
-	testrun.Run(t, c.Run)
+	c.Controller, err = network.New(m, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testrun.Run(t, m.Run)
 	return c
 }
 

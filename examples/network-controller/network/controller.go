@@ -12,13 +12,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/examples/network-controller/backend"
 	"github.com/ctrlkit/ctrlkit/informer"
+	"github.com/ctrlkit/ctrlkit/manager"
 	"github.com/ctrlkit/ctrlkit/reconcile"
 	"github.com/ctrlkit/ctrlkit/reflector"
 	"github.com/ctrlkit/ctrlkit/workqueue"
@@ -63,28 +62,30 @@ type Options struct {
 	OrphanSweepPeriod time.Duration
 }
 
-// Controller reconciles Network objects against the backend. Create it with New and
-// call Run once. Its methods are safe for concurrent use; the zero value is not
-// usable.
+// Controller reconciles Network objects against the backend. Create it with New,
+// which adds it to a manager.Manager; the manager's Run runs it. Its methods are
+// safe for concurrent use; the zero value is not usable.
 //
-// Cost: one informer cache of the Networks (as unstructured objects), Workers worker
-// goroutines, a handler goroutine and the orphan sweep's goroutine while it runs.
+// Cost: Workers worker goroutines, a handler goroutine and the orphan sweep's
+// goroutine while it runs; the cache of the Networks (as unstructured objects) is
+// the manager's shared informer.
 type Controller struct {
 	opts     Options
 	log      logr.Logger
 	networks dynamic.NamespaceableResourceInterface
-	inf      *informer.Informer[*unstructured.Unstructured]
+	inf      *informer.Informer[*Network]
 	ctrl     *reconcile.Controller[types.NamespacedName]
 	backend  *backend.Client
 }
 
-// New builds the controller for the cluster of cfg; it starts no goroutine and makes
-// no request. The informer runs on *unstructured.Unstructured through the dynamic
-// client (reflector.FromDynamic); each reconcile converts the cached object into a
-// typed Network.
-func New(cfg *rest.Config, opts Options) (*Controller, error) {
-	if cfg == nil {
-		return nil, errors.New("network: nil rest.Config")
+// New builds the controller on m's dynamic client and shared Network informer and
+// adds it to m (manager.Manager.Add); it starts nothing, and m.Run runs it. The
+// Network CRD must be installed (Install), since m looks its resource up. The
+// informer (manager.Custom) decodes the server's JSON into *Network; the dynamic
+// client writes.
+func New(m *manager.Manager, opts Options) (_ *Controller, err error) {
+	if m == nil {
+		return nil, errors.New("network: nil manager")
 	}
 	if opts.BackendURL == "" {
 		return nil, errors.New("network: Options.BackendURL is required")
@@ -94,10 +95,6 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		hc = &http.Client{Timeout: DefaultBackendTimeout}
 	}
 	bc, err := backend.NewClient(opts.BackendURL, hc)
-	if err != nil {
-		return nil, fmt.Errorf("network: %w", err)
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("network: %w", err)
 	}
@@ -120,14 +117,21 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	c := &Controller{
 		opts:     opts,
 		log:      log,
-		networks: dyn.Resource(GroupVersionResource),
+		networks: m.Dynamic().Resource(GroupVersionResource),
 		backend:  bc,
 	}
-	c.inf = informer.New(reflector.FromDynamic(c.networks.Namespace(opts.Namespace)), informer.Config[*unstructured.Unstructured]{
-		Name:      "networks",
-		Transform: reflector.StripManagedFields[*unstructured.Unstructured],
-		Logger:    log,
+	c.inf, err = manager.Custom[*Network](m, GroupVersionKind, manager.Options[*Network]{
+		Namespace: opts.Namespace,
+		Transform: reflector.StripManagedFields[*Network],
 	})
+	if err != nil {
+		return nil, fmt.Errorf("network: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			manager.Release(m, c.inf) // not used after all
+		}
+	}()
 	c.ctrl = reconcile.New[types.NamespacedName](reconcile.Func[types.NamespacedName](c.reconcile), reconcile.Config[types.NamespacedName]{
 		Name:         "network",
 		Workers:      opts.Workers,
@@ -140,33 +144,16 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	// Every change of a Network, status writes included: a status changed behind the
 	// controller's back is repaired, and the controller's own status writes end in a
 	// reconcile that finds nothing to do.
-	if err := c.ctrl.Watch(reconcile.FromInformer(c.inf, reconcile.ByObject[*unstructured.Unstructured]())); err != nil {
+	if err := c.ctrl.Watch(reconcile.FromInformer(c.inf, reconcile.ByObject[*Network]())); err != nil {
 		return nil, fmt.Errorf("network: %w", err)
 	}
 	if err := c.ctrl.Watch(&orphanSweep{c: c}); err != nil {
 		return nil, fmt.Errorf("network: %w", err)
 	}
+	if err := m.Add(c.ctrl); err != nil {
+		return nil, fmt.Errorf("network: %w", err)
+	}
 	return c, nil
-}
-
-// Run runs the informer and the reconcile loop until ctx ends. When it returns,
-// nothing it started is still running. It returns nil after ctx ended, or the
-// controller's error (such as a *reconcile.SyncError when the Networks cannot be
-// listed: the CRD is missing or RBAC denies it).
-func (c *Controller) Run(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	infDone := make(chan error, 1)
-	go func() { infDone <- c.inf.Run(ctx) }()
-	err := c.ctrl.Run(ctx)
-	cancel()
-	if infErr := <-infDone; err == nil && infErr != nil {
-		err = infErr
-	}
-	if err != nil {
-		return fmt.Errorf("network: %w", err)
-	}
-	return nil
 }
 
 // WaitForCache waits until the controller's informer has applied resourceVersion rv
@@ -179,7 +166,7 @@ func (c *Controller) WaitForCache(ctx context.Context, rv string) error {
 // in its status. The workers call it, never for the same key at once.
 func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) (reconcile.Result, error) {
 	log := logr.FromContextOrDiscard(ctx)
-	u, err := c.inf.Lister().Get(key.Namespace, key.Name)
+	cached, err := c.inf.Lister().Get(key.Namespace, key.Name)
 	if apierrors.IsNotFound(err) {
 		// No object: whatever the backend has under this key is an orphan (an object
 		// deleted without our finalizer running, or a network created behind our back).
@@ -188,11 +175,8 @@ func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) (r
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	n, err := FromUnstructured(u)
-	if err != nil {
-		// Retrying cannot fix a malformed object; its next change will be reconciled.
-		return reconcile.Result{}, reconcile.Terminal(err)
-	}
+	// The cache is shared and read-only; the writes below change n.
+	n := cached.DeepCopy()
 	if n.DeletionTimestamp != nil {
 		return reconcile.Result{}, c.finalize(ctx, log, n)
 	}

@@ -3,14 +3,20 @@
 // reconcile packages. It keeps an external network backend (package backend, an HTTP
 // service standing in for Neutron) in line with the Networks of the cluster.
 //
-// Install creates the CRD through the apiextensions API; New builds a Controller and
-// Run runs it. There are no generated clients: the informer caches
-// *unstructured.Unstructured objects read through the dynamic client
-// (reflector.FromDynamic), and each reconcile converts the object it works on into
-// the typed Network with runtime.DefaultUnstructuredConverter (FromUnstructured, and
-// ToUnstructured for writes). The cache stays in the dynamic client's form, so
-// nothing is converted for objects that are not reconciled, and the typed struct is
-// the only place that spells out the schema.
+// Install creates the CRD through the apiextensions API; New builds a Controller on a
+// manager.Manager's clients and shared informers and adds it to the manager, whose
+// Run runs it with the process's other controllers:
+//
+//	m, err := manager.New(manager.Config{RESTConfig: cfg})
+//	...
+//	if _, err := network.New(m, network.Options{BackendURL: url}); err != nil { ... }
+//	err = m.Run(ctx)
+//
+// There is no generated code: the informer (manager.Custom) decodes the server's
+// JSON straight into the hand-written Network struct (which has its own DeepCopy),
+// so a reconcile reads a typed object from the cache and converts nothing; the
+// writes go through the dynamic client (ToUnstructured, FromUnstructured). The
+// typed struct is the only place that spells out the schema.
 //
 // # What a reconcile does
 //
@@ -45,15 +51,16 @@
 //     change, and the controller never overwrites the writer's changes.
 //   - Orphans: objects deleted without the finalizer running (it was removed by
 //     hand, or the controller was not installed yet) and networks created behind the
-//     controller's back are found by the orphan sweep: the backend is listed when Run
-//     starts and every Options.OrphanSweepPeriod, and the keys of backend networks
-//     with no Network in the cache are reconciled (and deleted). With
-//     Options.Namespace set only that namespace's backend networks are considered.
+//     controller's back are found by the orphan sweep: the backend is listed when
+//     the controller starts and every Options.OrphanSweepPeriod, and the keys of
+//     backend networks with no Network in the cache are reconciled (and deleted).
+//     With Options.Namespace set only that namespace's backend networks are
+//     considered.
 //   - Drift of a network that has a Network object (changed or deleted in the
 //     backend) is repaired at the next reconcile of that object: any change of it,
 //     or the periodic resync (Options.ResyncPeriod).
-//   - New starts no goroutine; Run returns only after every goroutine it started
-//     has ended.
+//   - New starts no goroutine; the manager's Run returns only after every
+//     goroutine the controller started has ended.
 //
 // Errors are prefixed "network:"; an invalid spec is a *SpecError.
 package network

@@ -37,12 +37,16 @@ const (
 	ReasonBackendError = "BackendError"
 )
 
+// GroupVersionKind is the kind of the Network CRD, for the manager's informers.
+var GroupVersionKind = schema.GroupVersionKind{Group: Group, Version: Version, Kind: Kind}
+
 // GroupVersionResource is the resource served for the Network CRD.
 var GroupVersionResource = schema.GroupVersionResource{Group: Group, Version: Version, Resource: Resource}
 
-// Network is the typed form of the custom resource, without generated clients: the
-// controller reads it through the dynamic client as *unstructured.Unstructured and
-// converts it with FromUnstructured and ToUnstructured.
+// Network is the typed form of the custom resource, without generated code: the
+// controller's informer decodes it from the server's JSON (manager.Custom), and its
+// writes go through the dynamic client, converted with ToUnstructured and
+// FromUnstructured.
 type Network struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -50,6 +54,26 @@ type Network struct {
 	Spec   Spec   `json:"spec"`
 	Status Status `json:"status,omitempty"`
 }
+
+// DeepCopy returns a copy of n that shares nothing with it.
+func (n *Network) DeepCopy() *Network {
+	if n == nil {
+		return nil
+	}
+	out := &Network{TypeMeta: n.TypeMeta, Spec: n.Spec, Status: n.Status}
+	n.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	if n.Status.Conditions != nil {
+		out.Status.Conditions = make([]metav1.Condition, len(n.Status.Conditions))
+		for i := range n.Status.Conditions {
+			n.Status.Conditions[i].DeepCopyInto(&out.Status.Conditions[i])
+		}
+	}
+	return out
+}
+
+// DeepCopyObject implements runtime.Object, so that the manager's informers can
+// hold Networks (manager.Custom).
+func (n *Network) DeepCopyObject() runtime.Object { return n.DeepCopy() }
 
 // Spec is the desired network, as in the seed: a CIDR and a gateway inside it.
 type Spec struct {

@@ -2,15 +2,19 @@ package network
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/rest"
+
+	"github.com/ctrlkit/ctrlkit/examples/internal/discoverytest"
+	"github.com/ctrlkit/ctrlkit/manager"
 )
 
 func TestValidate(t *testing.T) {
@@ -115,16 +119,85 @@ func TestCRD(t *testing.T) {
 
 func TestNewErrors(t *testing.T) {
 	if _, err := New(nil, Options{BackendURL: "http://127.0.0.1:1"}); err == nil {
-		t.Error("New(nil config) succeeded")
+		t.Error("New(nil manager) succeeded")
 	}
-	cfg := &rest.Config{Host: "https://127.0.0.1:1"}
-	if _, err := New(cfg, Options{}); err == nil || !strings.Contains(err.Error(), "BackendURL") {
+	m, err := manager.New(manager.Config{RESTConfig: discoverytest.Serve(t, networkResource)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(m, Options{}); err == nil || !strings.Contains(err.Error(), "BackendURL") {
 		t.Errorf("New without BackendURL = %v", err)
 	}
-	if _, err := New(cfg, Options{BackendURL: "127.0.0.1:8080"}); err == nil {
+	if _, err := New(m, Options{BackendURL: "127.0.0.1:8080"}); err == nil {
 		t.Error("New with a URL without scheme succeeded")
 	}
-	if _, err := New(cfg, Options{BackendURL: "http://127.0.0.1:8080"}); err != nil {
+	if got := len(m.Controllers()) + len(m.Informers()); got != 0 {
+		t.Errorf("failed New calls left %d controllers and informers in the manager", got)
+	}
+	if _, err := New(m, Options{BackendURL: "http://127.0.0.1:8080"}); err != nil {
 		t.Errorf("New = %v", err)
+	}
+	noCRD, err := manager.New(manager.Config{RESTConfig: discoverytest.Serve(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(noCRD, Options{BackendURL: "http://127.0.0.1:8080"}); !meta.IsNoMatchError(err) {
+		t.Errorf("New without the CRD = %v, want a no-match error", err)
+	}
+}
+
+var networkResource = discoverytest.Resource{GVK: GroupVersionKind, Plural: Resource, Namespaced: true}
+
+// TestNewShares: New adds one controller to the manager and takes the Networks from
+// its shared informer, which a second controller of the same namespace shares.
+func TestNewShares(t *testing.T) {
+	m, err := manager.New(manager.Config{RESTConfig: discoverytest.Serve(t, networkResource)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := New(m, Options{Namespace: "ns", BackendURL: "http://127.0.0.1:8080"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := New(m, Options{Namespace: "other", BackendURL: "http://127.0.0.1:8080"}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range m.Controllers() {
+		got = append(got, fmt.Sprintf("%s %v", c.Name, c.State))
+	}
+	for _, inf := range m.Informers() {
+		got = append(got, fmt.Sprintf("%s: %d users", inf.Name, inf.Users))
+	}
+	want := []string{
+		"network waiting", "network waiting", "network waiting",
+		"networks.samplecrd.k8s.io in ns: 2 users",
+		"networks.samplecrd.k8s.io in other: 1 users",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("manager's controllers and informers (-want +got):\n%s", diff)
+	}
+}
+
+// TestDeepCopy: the copy of a cached Network shares nothing with it, so that a
+// reconcile may change its copy.
+func TestDeepCopy(t *testing.T) {
+	n := &Network{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", Finalizers: []string{Finalizer}, Labels: map[string]string{"k": "v"}},
+		Spec:       Spec{CIDR: "10.0.0.0/24", Gateway: "10.0.0.1"},
+		Status:     Status{ObservedGeneration: 1, Conditions: []metav1.Condition{{Type: ConditionReady, Status: metav1.ConditionTrue}}},
+	}
+	orig := n.DeepCopyObject().(*Network)
+	if diff := cmp.Diff(n, orig); diff != "" {
+		t.Fatalf("copy differs (-orig +copy):\n%s", diff)
+	}
+	c := n.DeepCopy()
+	c.Finalizers[0] = "other"
+	c.Labels["k"] = "changed"
+	c.Status.Conditions[0].Status = metav1.ConditionFalse
+	c.Spec.CIDR = "10.1.0.0/24"
+	if diff := cmp.Diff(orig, n); diff != "" {
+		t.Errorf("changing the copy changed the original (-before +after):\n%s", diff)
 	}
 }

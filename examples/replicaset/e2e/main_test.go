@@ -25,6 +25,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/examples/replicaset/podset"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
 	"github.com/ctrlkit/ctrlkit/internal/testrun"
+	"github.com/ctrlkit/ctrlkit/manager"
 	"github.com/ctrlkit/ctrlkit/testenv"
 )
 
@@ -74,8 +75,9 @@ func adminPodSets(t *testing.T, ns string) dynamic.ResourceInterface {
 	return d.Resource(podset.GroupVersionResource).Namespace(ns)
 }
 
-// start runs a controller for namespace ns as the least-privilege user until the
-// end of the test, and checks that Run returned nil.
+// start runs a controller for namespace ns as the least-privilege user, in a
+// manager of its own, until the end of the test, and checks that the manager's Run
+// returned nil.
 func start(t *testing.T, opts podset.Options) *podset.Controller {
 	t.Helper()
 	setup(t)
@@ -83,11 +85,15 @@ func start(t *testing.T, opts podset.Options) *podset.Controller {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := podset.New(cfg, opts)
+	m, err := manager.New(manager.Config{RESTConfig: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
-	testrun.Run(t, c.Run)
+	c, err := podset.New(m, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testrun.Run(t, m.Run)
 	return c
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -18,10 +17,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/indexer"
 	"github.com/ctrlkit/ctrlkit/informer"
+	"github.com/ctrlkit/ctrlkit/manager"
 	"github.com/ctrlkit/ctrlkit/reconcile"
 	"github.com/ctrlkit/ctrlkit/reflector"
 	"github.com/ctrlkit/ctrlkit/workqueue"
@@ -35,9 +34,6 @@ const (
 	// PodSet scaled to a huge number advances in steps the cache can follow.
 	maxBurst = 500
 )
-
-// ErrAlreadyStarted is returned by Run when called more than once.
-var ErrAlreadyStarted = errors.New("podset: controller already started")
 
 // Options configures the controller. The zero value works: DefaultWorkers workers,
 // logs discarded, no metrics, every namespace, expectations that time out after
@@ -60,7 +56,10 @@ type Options struct {
 	ResyncPeriod time.Duration
 
 	// WrapPods, if set, wraps the ListerWatcher of the Pod informer. Tests use it to
-	// hold watch events back and make the cache lag behind the server.
+	// hold watch events back and make the cache lag behind the server. The Pod
+	// informer is then the controller's own, not the manager's shared one (a shared
+	// informer's events cannot be held back for one of its users): New adds it to
+	// the manager, which runs it beside the controller.
 	WrapPods func(reflector.ListerWatcher[*corev1.Pod]) reflector.ListerWatcher[*corev1.Pod]
 	// UnsafeSkipExpectations makes the controller act on whatever its cache shows,
 	// even while its own writes are missing from it: it then creates too many Pods
@@ -73,9 +72,10 @@ type Options struct {
 // its selector matches, releases the Pods it no longer matches, and writes the
 // status. See the package documentation for the guarantees.
 //
-// Create it with New and call Run once. Its methods are safe for concurrent use.
-// Cost: two informer caches (the PodSets and the Pods of Options.Namespace), one
-// goroutine per worker and per informer handler while it runs.
+// Create it with New, which adds it to a manager.Manager; the manager's Run runs
+// it. Its methods are safe for concurrent use. Cost: one reconcile goroutine per
+// worker and one informer handler while it runs; the PodSet and Pod caches are
+// the manager's shared informers (of Options.Namespace, managedFields stripped).
 type Controller struct {
 	opts    Options
 	kube    kubernetes.Interface
@@ -84,22 +84,15 @@ type Controller struct {
 	pods    *informer.Informer[*corev1.Pod]
 	loop    *reconcile.Controller[types.NamespacedName]
 	exp     Expectations[types.NamespacedName]
-	started atomic.Bool
 }
 
-// New builds the controller from a rest.Config; it starts no goroutine. The user of
-// cfg needs the rights of the controller's ClusterRole in rbac.yaml.
-func New(cfg *rest.Config, opts Options) (*Controller, error) {
-	if cfg == nil {
-		return nil, errors.New("podset: nil rest.Config")
-	}
-	kube, err := kubernetes.NewForConfig(reflector.WithProtobuf(cfg))
-	if err != nil {
-		return nil, fmt.Errorf("podset: %w", err)
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("podset: %w", err)
+// New builds the controller on m's clients and shared informers and adds it to m
+// (manager.Manager.Add); it starts nothing, and m.Run runs it. The PodSet CRD must
+// be installed (Install), since m looks its resource up. m's identity needs the
+// rights of the controller's ClusterRole in rbac.yaml.
+func New(m *manager.Manager, opts Options) (_ *Controller, err error) {
+	if m == nil {
+		return nil, errors.New("podset: nil manager")
 	}
 	if opts.Workers <= 0 {
 		opts.Workers = DefaultWorkers
@@ -110,24 +103,31 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	case opts.ResyncPeriod < 0:
 		opts.ResyncPeriod = 0
 	}
-	c := &Controller{opts: opts, kube: kube, dyn: dyn.Resource(GroupVersionResource)}
+	c := &Controller{opts: opts, kube: m.Kubernetes(), dyn: m.Dynamic().Resource(GroupVersionResource)}
 	c.exp.Timeout = opts.ExpectationsTimeout
 
-	c.podSets = informer.New(reflector.FromDynamic(c.dyn.Namespace(opts.Namespace)), informer.Config[*unstructured.Unstructured]{
-		Name:      "podsets",
+	c.podSets, err = manager.Dynamic(m, GroupVersionKind, manager.Options[*unstructured.Unstructured]{
+		Namespace: opts.Namespace,
 		Transform: reflector.StripManagedFields[*unstructured.Unstructured],
-		Logger:    opts.Logger,
 	})
-	var podLW reflector.ListerWatcher[*corev1.Pod] = reflector.FromREST[*corev1.Pod](kube.CoreV1().RESTClient(), "pods", opts.Namespace)
-	if opts.WrapPods != nil {
-		podLW = opts.WrapPods(podLW)
+	if err != nil {
+		return nil, fmt.Errorf("podset: %w", err)
 	}
-	c.pods = informer.New(podLW, informer.Config[*corev1.Pod]{
-		Name:      "pods",
-		Indexers:  indexer.Indexers[*corev1.Pod]{byController: controllerIndex},
-		Transform: reflector.StripManagedFields[*corev1.Pod],
-		Logger:    opts.Logger,
-	})
+	defer func() {
+		if err != nil {
+			manager.Release(m, c.podSets) // not used after all
+		}
+	}()
+	if c.pods, err = c.podInformer(m); err != nil {
+		return nil, err
+	}
+	if opts.WrapPods == nil {
+		defer func() {
+			if err != nil {
+				manager.Release(m, c.pods)
+			}
+		}()
+	}
 
 	c.loop = reconcile.New(reconcile.Func[types.NamespacedName](c.reconcile), reconcile.Config[types.NamespacedName]{
 		Name:         "podset",
@@ -143,40 +143,41 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	if err := c.loop.Watch(&podSource{c: c}); err != nil {
 		return nil, fmt.Errorf("podset: %w", err)
 	}
+	if opts.WrapPods != nil {
+		if err := m.Add(c.pods); err != nil {
+			return nil, fmt.Errorf("podset: %w", err)
+		}
+	}
+	if err := m.Add(c.loop); err != nil {
+		return nil, fmt.Errorf("podset: %w", err)
+	}
 	return c, nil
 }
 
-// Run runs the two informers and the reconcile loop until ctx ends. When it returns,
-// nothing it started is still running. It returns nil when ctx ends, the reconcile
-// loop's error (such as a *reconcile.SyncError when the caches could not fill,
-// often for lack of RBAC rights), or ErrAlreadyStarted.
-func (c *Controller) Run(ctx context.Context) error {
-	if !c.started.CompareAndSwap(false, true) {
-		return ErrAlreadyStarted
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	errs := make(chan error, 2)
-	for _, run := range []func(context.Context) error{c.podSets.Run, c.pods.Run} {
-		wg.Go(func() {
-			if err := run(ctx); err != nil {
-				errs <- err
-				cancel()
-			}
+// podInformer returns the Pod informer: m's shared one, indexed by controller, or,
+// with Options.WrapPods, one of the controller's own, which New adds to m as a
+// Runnable.
+func (c *Controller) podInformer(m *manager.Manager) (*informer.Informer[*corev1.Pod], error) {
+	indexers := indexer.Indexers[*corev1.Pod]{byController: controllerIndex}
+	if c.opts.WrapPods == nil {
+		pods, err := manager.Typed[*corev1.Pod](m, manager.Options[*corev1.Pod]{
+			Namespace: c.opts.Namespace,
+			Transform: reflector.StripManagedFields[*corev1.Pod],
+			Indexers:  indexers,
 		})
+		if err != nil {
+			return nil, fmt.Errorf("podset: %w", err)
+		}
+		return pods, nil
 	}
-	err := c.loop.Run(ctx)
-	cancel()
-	wg.Wait()
-	close(errs)
-	for e := range errs {
-		err = errors.Join(err, e)
-	}
-	if err != nil {
-		return fmt.Errorf("podset: %w", err)
-	}
-	return nil
+	lw := c.opts.WrapPods(reflector.FromREST[*corev1.Pod](c.kube.CoreV1().RESTClient(), "pods", c.opts.Namespace))
+	pods := informer.New(lw, informer.Config[*corev1.Pod]{
+		Name:      "pods (podset's own)",
+		Indexers:  indexers,
+		Transform: reflector.StripManagedFields[*corev1.Pod],
+		Logger:    c.opts.Logger,
+	})
+	return pods, nil
 }
 
 // WaitForCache waits until the PodSet informer has applied resourceVersion rv (that
@@ -247,8 +248,9 @@ func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) (r
 }
 
 // byController is the name of the Pod cache's index by controller: the UID of a
-// Pod's controller, or orphanValue(namespace) for a Pod without one.
-const byController = "controller"
+// Pod's controller, or orphanValue(namespace) for a Pod without one. The cache may
+// be shared with other controllers of the manager: the name says what it computes.
+const byController = "controller-uid-or-orphan"
 
 func controllerIndex(p *corev1.Pod) ([]string, error) {
 	if ref := metav1.GetControllerOfNoCopy(p); ref != nil {

@@ -1,6 +1,6 @@
 // Package podset is a ReplicaSet controller for a custom resource, PodSet: the
-// Deployment → ReplicaSet → Pod chain of the seeds, built only on ctrlkit's informer,
-// reflector and reconcile packages and client-go's clients.
+// Deployment → ReplicaSet → Pod chain of the seeds, built only on ctrlkit's manager,
+// informer, reflector and reconcile packages and client-go's clients.
 //
 // A PodSet (group examples.ctrlkit.dev, version v1alpha1) says how many Pods to keep
 // (spec.replicas), which Pods are its own (spec.selector) and what new ones look like
@@ -8,10 +8,15 @@
 // read through the dynamic client into *unstructured.Unstructured and converted to
 // the PodSet struct with FromUnstructured.
 //
+// The controller takes its clients and its two informers (PodSets, Pods) from a
+// manager.Manager, whose informers other controllers of the process share, and adds
+// itself to it; the manager's Run runs everything:
+//
 //	if err := podset.Install(ctx, cfg); err != nil { ... }
-//	c, err := podset.New(cfg, podset.Options{})
+//	m, err := manager.New(manager.Config{RESTConfig: cfg})
 //	...
-//	err = c.Run(ctx)
+//	if _, err := podset.New(m, podset.Options{}); err != nil { ... }
+//	err = m.Run(ctx)
 //
 // # Guarantees
 //
@@ -40,7 +45,8 @@
 //     terminal error, not retried until the PodSet changes.
 //   - The status (replicas, readyReplicas, observedGeneration, and the selector for
 //     the scale subresource) is written with a merge patch on the status subresource.
-//   - New starts no goroutine; when Run returns, nothing it started runs.
+//   - New starts no goroutine; when the manager's Run returns, nothing the
+//     controller started runs.
 //
 // Errors are prefixed "podset:"; ErrInvalid marks a PodSet that cannot be acted on.
 package podset

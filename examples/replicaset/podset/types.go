@@ -23,6 +23,9 @@ const (
 // GroupVersionResource is the PodSet resource, for the dynamic client.
 var GroupVersionResource = schema.GroupVersionResource{Group: Group, Version: Version, Resource: Resource}
 
+// GroupVersionKind is the PodSet kind and version, for the manager's informers.
+var GroupVersionKind = schema.GroupVersionKind{Group: Group, Version: Version, Kind: Kind}
+
 // GroupKind is the PodSet kind, as found in the owner references of its Pods.
 var GroupKind = schema.GroupKind{Group: Group, Kind: Kind}
 

@@ -30,6 +30,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/examples/sidecar-injector/injector"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
 	"github.com/ctrlkit/ctrlkit/internal/testrun"
+	"github.com/ctrlkit/ctrlkit/manager"
 	"github.com/ctrlkit/ctrlkit/reconcile"
 	"github.com/ctrlkit/ctrlkit/testenv"
 )
@@ -150,7 +151,8 @@ type harness struct {
 
 // start grants the controller user the rights of rbac.yaml, creates namespace ns,
 // removes any sidecar ConfigMap left by another test, sets it to definition unless
-// that is empty, and runs the controller (as that user) over ns until the test ends.
+// that is empty, and runs the controller (as that user, in a manager of its own)
+// over ns until the test ends.
 func start(t *testing.T, ns, definition string) *harness {
 	t.Helper()
 	ctx := context.Background()
@@ -175,11 +177,15 @@ func start(t *testing.T, ns, definition string) *harness {
 		t.Fatal(err)
 	}
 	cfg.WrapTransport = h.patches.wrap
-	h.ctl, err = injector.New(cfg, injector.Options{Namespace: ns, Metrics: h.reconciles, ResyncPeriod: -1})
+	m, err := manager.New(manager.Config{RESTConfig: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
-	testrun.Run(t, h.ctl.Run)
+	h.ctl, err = injector.New(m, injector.Options{Namespace: ns, Metrics: h.reconciles, ResyncPeriod: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testrun.Run(t, m.Run)
 	return h
 }
 

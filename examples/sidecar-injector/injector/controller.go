@@ -18,6 +18,7 @@ import (
 
 	"github.com/ctrlkit/ctrlkit/indexer"
 	"github.com/ctrlkit/ctrlkit/informer"
+	"github.com/ctrlkit/ctrlkit/manager"
 	"github.com/ctrlkit/ctrlkit/reconcile"
 	"github.com/ctrlkit/ctrlkit/reflector"
 	"github.com/ctrlkit/ctrlkit/workqueue"
@@ -41,8 +42,10 @@ const (
 	// EventSource is the component named in the Events the controller records.
 	EventSource = "sidecar-injector"
 
-	// ConfigIndex is the name of the index of the Deployment cache that maps the
-	// sidecar ConfigMap's key ("namespace/name") to the Deployments that opt in.
+	// ConfigIndex begins the name of the index of the Deployment cache that maps
+	// the sidecar ConfigMap's key ("namespace/name") to the Deployments that opt
+	// in; the name goes on with "/" and that key, since the cache may be shared by
+	// injectors of other ConfigMaps.
 	ConfigIndex = "sidecar-config"
 )
 
@@ -89,9 +92,10 @@ type Options struct {
 // Deployment that opts in with InjectAnnotation, and takes it out again when the
 // Deployment opts out; see the package documentation.
 //
-// Create it with New and call Run once. Its methods are safe for concurrent use.
-// Cost: two informers (every Deployment in Options.Namespace and the one ConfigMap)
-// and Options.Workers reconcile goroutines while it runs.
+// Create it with New, which adds it to a manager.Manager; the manager's Run runs
+// it. Its methods are safe for concurrent use. Cost: Options.Workers reconcile
+// goroutines while it runs; its two caches (every Deployment in Options.Namespace,
+// and the one ConfigMap) are the manager's shared informers.
 type Controller struct {
 	client      kubernetes.Interface
 	log         logr.Logger
@@ -119,11 +123,12 @@ type parsedConfig struct {
 // every example has the same API; the sidecar ConfigMap is the user's to create.
 func Install(ctx context.Context, cfg *rest.Config) error { return nil }
 
-// New builds the controller; it starts no goroutine. cfg is used for every request
-// (its WrapTransport, rate limits and credentials apply).
-func New(cfg *rest.Config, opts Options) (*Controller, error) {
-	if cfg == nil {
-		return nil, errors.New("injector: nil rest.Config")
+// New builds the controller on m's clientset and shared informers and adds it to m
+// (manager.Manager.Add); it starts nothing, and m.Run runs it. Every request goes
+// through m's rest.Config (its WrapTransport, rate limits and credentials apply).
+func New(m *manager.Manager, opts Options) (_ *Controller, err error) {
+	if m == nil {
+		return nil, errors.New("injector: nil manager")
 	}
 	if opts.Workers < 0 {
 		return nil, fmt.Errorf("injector: negative Workers %d", opts.Workers)
@@ -143,29 +148,41 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	case opts.ResyncPeriod < 0:
 		opts.ResyncPeriod = 0
 	}
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("injector: %w", err)
-	}
 	c := &Controller{
-		client:      client,
+		client:      m.Kubernetes(),
 		log:         opts.Logger.WithName("sidecar-injector"),
 		cmNamespace: opts.ConfigNamespace,
 		cmName:      opts.ConfigName,
 		cmKey:       opts.ConfigNamespace + "/" + opts.ConfigName,
 	}
-	c.deployments = informer.New(reflector.FromREST[*appsv1.Deployment](client.AppsV1().RESTClient(), "deployments", opts.Namespace), informer.Config[*appsv1.Deployment]{
-		Name:      "deployments",
-		Indexers:  indexer.Indexers[*appsv1.Deployment]{ConfigIndex: c.configIndex},
+	// A shared informer keeps the first index function of a name: the index's name
+	// carries the ConfigMap's key that its function puts in.
+	c.deployments, err = manager.Typed[*appsv1.Deployment](m, manager.Options[*appsv1.Deployment]{
+		Namespace: opts.Namespace,
 		Transform: reflector.StripManagedFields[*appsv1.Deployment],
-		Logger:    c.log,
+		Indexers:  indexer.Indexers[*appsv1.Deployment]{c.configIndexName(): c.configIndex},
 	})
-	c.configMaps = informer.New(reflector.FromREST[*corev1.ConfigMap](client.CoreV1().RESTClient(), "configmaps", opts.ConfigNamespace), informer.Config[*corev1.ConfigMap]{
-		Name:      "sidecar-configmap",
-		Transform: reflector.StripManagedFields[*corev1.ConfigMap],
-		Logger:    c.log,
-		Reflector: reflector.Config[*corev1.ConfigMap]{FieldSelector: "metadata.name=" + opts.ConfigName},
+	if err != nil {
+		return nil, fmt.Errorf("injector: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			manager.Release(m, c.deployments) // not used after all
+		}
+	}()
+	c.configMaps, err = manager.Typed[*corev1.ConfigMap](m, manager.Options[*corev1.ConfigMap]{
+		Namespace:     opts.ConfigNamespace,
+		FieldSelector: "metadata.name=" + opts.ConfigName,
+		Transform:     reflector.StripManagedFields[*corev1.ConfigMap],
 	})
+	if err != nil {
+		return nil, fmt.Errorf("injector: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			manager.Release(m, c.configMaps)
+		}
+	}()
 	c.ctl = reconcile.New(reconcile.Func[types.NamespacedName](c.reconcile), reconcile.Config[types.NamespacedName]{
 		Name:         "sidecar-injector",
 		Workers:      opts.Workers,
@@ -186,28 +203,10 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 	if err := c.ctl.Watch(reconcile.FromInformer(c.configMaps, c.optedInDeployments)); err != nil {
 		return nil, fmt.Errorf("injector: %w", err)
 	}
-	return c, nil
-}
-
-// Run runs the informers and the reconcile loop until ctx ends; when it returns,
-// nothing it started is still running. It returns nil when ctx ends, or the
-// reconcile.Controller's error (a *reconcile.SyncError if a cache could not fill,
-// typically for lack of RBAC rights; reconcile.ErrAlreadyStarted on a second call).
-func (c *Controller) Run(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() { c.logRunError(c.deployments.Run(ctx)) })
-	wg.Go(func() { c.logRunError(c.configMaps.Run(ctx)) })
-	err := c.ctl.Run(ctx)
-	cancel()
-	wg.Wait()
-	return err
-}
-
-func (c *Controller) logRunError(err error) {
-	if err != nil {
-		c.log.Error(err, "informer stopped")
+	if err := m.Add(c.ctl); err != nil {
+		return nil, fmt.Errorf("injector: %w", err)
 	}
+	return c, nil
 }
 
 // WaitForCache waits until the Deployment cache has applied resourceVersion rv
@@ -215,6 +214,9 @@ func (c *Controller) logRunError(err error) {
 func (c *Controller) WaitForCache(ctx context.Context, rv string) error {
 	return c.deployments.WaitForResourceVersion(ctx, rv)
 }
+
+// configIndexName is the name of the Deployment cache's index of c's ConfigMap.
+func (c *Controller) configIndexName() string { return ConfigIndex + "/" + c.cmKey }
 
 // configIndex indexes opted-in Deployments under the sidecar ConfigMap's key.
 func (c *Controller) configIndex(d *appsv1.Deployment) ([]string, error) {
@@ -230,7 +232,7 @@ func (c *Controller) optedInDeployments(cm *corev1.ConfigMap) []types.Namespaced
 	if cm.Namespace != c.cmNamespace || cm.Name != c.cmName {
 		return nil
 	}
-	ds, err := c.deployments.Indexer().ByIndex(ConfigIndex, c.cmKey)
+	ds, err := c.deployments.Indexer().ByIndex(c.configIndexName(), c.cmKey)
 	if err != nil { // only for an unknown index, which New rules out
 		c.log.Error(err, "reading the deployment index")
 		return nil

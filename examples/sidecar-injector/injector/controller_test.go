@@ -1,0 +1,67 @@
+package injector
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/ctrlkit/ctrlkit/examples/internal/discoverytest"
+	"github.com/ctrlkit/ctrlkit/manager"
+)
+
+// TestNewShares: two injectors of one namespace, each with its own ConfigMap, share
+// the manager's Deployment informer, and each finds through its own index the
+// Deployments that opt in, keyed by its own ConfigMap.
+func TestNewShares(t *testing.T) {
+	m, err := manager.New(manager.Config{RESTConfig: discoverytest.Serve(t,
+		discoverytest.Resource{GVK: schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, Plural: "deployments", Namespaced: true},
+		discoverytest.Resource{GVK: schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, Plural: "configmaps", Namespaced: true},
+	)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(m, Options{Namespace: "apps", ConfigName: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(m, Options{Namespace: "apps", ConfigName: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.deployments != b.deployments {
+		t.Fatal("the two injectors have Deployment informers of their own")
+	}
+	var got []string
+	for _, inf := range m.Informers() {
+		got = append(got, fmt.Sprintf("%s: %d users", inf.Name, inf.Users))
+	}
+	want := []string{
+		"deployments.apps in apps: 2 users",
+		"configmaps in ctrlkit-system fields metadata.name=a: 1 users",
+		"configmaps in ctrlkit-system fields metadata.name=b: 1 users",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("informers (-want +got):\n%s", diff)
+	}
+
+	optedIn := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web", Annotations: map[string]string{InjectAnnotation: "true"}}}
+	other := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "db"}}
+	for _, d := range []*appsv1.Deployment{optedIn, other} {
+		if err := a.deployments.Indexer().Add(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	web := []types.NamespacedName{{Namespace: "apps", Name: "web"}}
+	for _, c := range []*Controller{a, b} {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: DefaultConfigNamespace, Name: c.cmName}}
+		if diff := cmp.Diff(web, c.optedInDeployments(cm)); diff != "" {
+			t.Errorf("ConfigMap %s maps to (-want +got):\n%s", c.cmName, diff)
+		}
+	}
+}
