@@ -274,8 +274,8 @@ func (m *Manager) kindOf(obj runtime.Object) (schema.GroupVersionKind, error) {
 // once if it does not know the kind (a CRD installed since the last look).
 func (m *Manager) mapping(gvk schema.GroupVersionKind, namespace string) (*meta.RESTMapping, error) {
 	mapping, err := m.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if meta.IsNoMatchError(err) {
-		m.mapper.Reset()
+	if r, ok := m.mapper.(meta.ResettableRESTMapper); ok && meta.IsNoMatchError(err) {
+		r.Reset()
 		mapping, err = m.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	}
 	if err != nil {

@@ -64,6 +64,13 @@ type Config struct {
 	// about. Default: client-go's kubernetes/scheme.Scheme (every built-in type).
 	Scheme *runtime.Scheme
 
+	// RESTMapper finds the resource of a kind for Typed, Custom, Dynamic and
+	// Metadata. Default: one backed by the server's discovery, asked lazily and
+	// cached, asked again when a kind is not found (a CRD installed since).
+	// A static mapper (meta.DefaultRESTMapper) makes those calls free of
+	// requests, for unit tests.
+	RESTMapper meta.RESTMapper
+
 	// HTTP serves the probes, metrics and pprof; nothing listens by default.
 	HTTP HTTPConfig
 }
@@ -88,7 +95,7 @@ type Manager struct {
 	kube   kubernetes.Interface
 	dyn    dynamic.Interface
 	meta   metadata.Interface
-	mapper meta.ResettableRESTMapper
+	mapper meta.RESTMapper
 
 	leading atomic.Bool
 	srv     serving // HTTP servers and metrics registry (http.go)
@@ -172,7 +179,10 @@ func New(cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
-	m.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))
+	m.mapper = cfg.RESTMapper
+	if m.mapper == nil {
+		m.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))
+	}
 	return m, nil
 }
 
@@ -186,8 +196,9 @@ func (m *Manager) Kubernetes() kubernetes.Interface { return m.kube }
 // Dynamic returns the manager's dynamic client, sharing its transport.
 func (m *Manager) Dynamic() dynamic.Interface { return m.dyn }
 
-// RESTMapper returns the manager's discovery-backed RESTMapper.
-func (m *Manager) RESTMapper() meta.ResettableRESTMapper { return m.mapper }
+// RESTMapper returns the manager's RESTMapper: Config.RESTMapper, or the one
+// backed by the server's discovery.
+func (m *Manager) RESTMapper() meta.RESTMapper { return m.mapper }
 
 // Leading reports whether the controllers may run: true while this process holds
 // the leader election's lock, or while Run runs past the informers' sync when
