@@ -37,5 +37,15 @@
 //     controller name; the broadcaster behind them starts with Run and is flushed
 //     and stopped when Run returns. Events recorded while Run is not running are
 //     dropped.
-//   - Nothing listens on a port unless Config asks for it.
+//   - HTTP (Config.HTTP): nothing listens on a port unless asked. /healthz
+//     answers while the process serves; /readyz fails, naming each failing
+//     check and its reason, while an informer has not synced or has lost its
+//     access (a Forbidden list), or a controller is not running and synced (a
+//     standby waiting for the lease counts as ready); /metrics serves the
+//     controllers' controller_runtime_* and workqueue_* series
+//     (Manager.ControllerMetrics), ctrlkit_informer_* for every informer,
+//     ctrlkit_manager_leader and client-go's rest_client_* series; pprof is
+//     optional.
+//   - Clients: the manager's clientset, dynamic client and the informers' REST
+//     clients share one HTTP transport built from Config.RESTConfig.
 package manager
