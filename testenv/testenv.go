@@ -49,6 +49,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // Versions of the control plane that testenv runs and [Build] builds; the go.mod files of the
@@ -245,6 +247,25 @@ func (e *Env) UserConfig(name string) (*rest.Config, error) {
 		QPS:             1000,
 		Burst:           2000,
 	}, nil
+}
+
+// WriteKubeconfig writes a kubeconfig file at path that connects as user (a
+// Config.Users name, or AdminUser), for commands under test that take a
+// -kubeconfig flag.
+func (e *Env) WriteKubeconfig(path, user string) error {
+	cfg, err := e.UserConfig(user)
+	if err != nil {
+		return err
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["testenv"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}
+	kc.Contexts["testenv"] = &clientcmdapi.Context{Cluster: "testenv", AuthInfo: user}
+	kc.CurrentContext = "testenv"
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		return fmt.Errorf("testenv: kubeconfig of %q: %w", user, err)
+	}
+	return nil
 }
 
 // Dir is the temporary directory holding etcd's data, certificates and the logs.

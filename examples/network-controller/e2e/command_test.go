@@ -14,8 +14,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/ctrlkit/ctrlkit/examples/network-controller/network"
 )
@@ -32,17 +30,8 @@ func TestCommand(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 
-	cfg, err := env.UserConfig("controller")
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["controller"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}
-	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "controller"}
-	kc.CurrentContext = "test"
 	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
+	if err := env.WriteKubeconfig(kubeconfig, "controller"); err != nil {
 		t.Fatal(err)
 	}
 

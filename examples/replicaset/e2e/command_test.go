@@ -10,9 +10,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // TestCommand builds the example's main package and runs it as the least-privilege
@@ -26,17 +23,8 @@ func TestCommand(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 
-	cfg, err := env.UserConfig("controller")
-	if err != nil {
-		t.Fatal(err)
-	}
 	kubeconfig := filepath.Join(dir, "kubeconfig")
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["testenv"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["controller"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}
-	kc.Contexts["testenv"] = &clientcmdapi.Context{Cluster: "testenv", AuthInfo: "controller"}
-	kc.CurrentContext = "testenv"
-	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
+	if err := env.WriteKubeconfig(kubeconfig, "controller"); err != nil {
 		t.Fatal(err)
 	}
 

@@ -16,8 +16,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/ctrlkit/ctrlkit/examples/internal/rbacfile"
 )
@@ -49,17 +47,8 @@ func TestCommand(t *testing.T) {
 	}
 	h.setConfig(t, envoyV1)
 
-	cfg, err := env.UserConfig("controller")
-	if err != nil {
-		t.Fatal(err)
-	}
 	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := clientcmd.WriteToFile(clientcmdapi.Config{
-		Clusters:       map[string]*clientcmdapi.Cluster{"testenv": {Server: cfg.Host, CertificateAuthorityData: cfg.CAData}},
-		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"controller": {Token: cfg.BearerToken}},
-		Contexts:       map[string]*clientcmdapi.Context{"testenv": {Cluster: "testenv", AuthInfo: "controller"}},
-		CurrentContext: "testenv",
-	}, kubeconfig); err != nil {
+	if err := env.WriteKubeconfig(kubeconfig, "controller"); err != nil {
 		t.Fatal(err)
 	}
 
