@@ -36,22 +36,14 @@ func TestEventsReachTheServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := reconcile.New(reconcile.Func[types.NamespacedName](func(ctx context.Context, key types.NamespacedName) (reconcile.Result, error) {
+	addConfigMapController(t, m, cms, reconcile.Config[types.NamespacedName]{Name: "event-test"}, reconcile.Func[types.NamespacedName](func(ctx context.Context, key types.NamespacedName) (reconcile.Result, error) {
 		cm, err := cms.Lister().Get(key.Namespace, key.Name)
 		if err == nil {
 			rec.Eventf(cm, nil, corev1.EventTypeNormal, "Seen", "Reconcile", "reconciled %s", key.Name)
 		}
 		return reconcile.Result{}, nil
-	}), reconcile.Config[types.NamespacedName]{Name: "event-test"})
-	if err := c.Watch(reconcile.FromInformer(cms, reconcile.ByObject[*corev1.ConfigMap]())); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Add(c); err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- m.Run(runCtx) }()
+	}))
+	stop := runManager(ctx, t, m)
 
 	want := map[string]bool{"cm-0": true, "cm-1": true, "cm-2": true, "cm-3": true, "cm-4": true}
 	waitFor(t, time.Minute, "an event about every ConfigMap", func() bool {
@@ -71,7 +63,4 @@ func TestEventsReachTheServer(t *testing.T) {
 		return got == len(want)
 	})
 	stop()
-	if err := <-done; err != nil {
-		t.Fatalf("Run: %v", err)
-	}
 }

@@ -14,7 +14,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/ctrlkit/ctrlkit/informer"
+	"github.com/ctrlkit/ctrlkit/manager"
+	"github.com/ctrlkit/ctrlkit/reconcile"
 )
 
 // createConfigMaps creates n ConfigMaps named cm-0 … cm-(n-1) in ns, each with
@@ -72,5 +77,38 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 			t.Fatalf("timed out after %v waiting for %s", timeout, what)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// runManager runs m until the function it returns is called (or the test ends),
+// which then checks that Run returned nil.
+func runManager(ctx context.Context, t *testing.T, m *manager.Manager) (stop func()) {
+	t.Helper()
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- m.Run(runCtx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// addConfigMapController adds to m a controller named by cfg that reconciles
+// every ConfigMap of inf with fn.
+func addConfigMapController(t *testing.T, m *manager.Manager, inf *informer.Informer[*corev1.ConfigMap], cfg reconcile.Config[types.NamespacedName], fn reconcile.Func[types.NamespacedName]) {
+	t.Helper()
+	c := reconcile.New(fn, cfg)
+	if err := c.Watch(reconcile.FromInformer(inf, reconcile.ByObject[*corev1.ConfigMap]())); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Add(c); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -47,24 +47,10 @@ func TestHTTPReadyzForbidden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := reconcile.New(reconcile.Func[types.NamespacedName](func(context.Context, types.NamespacedName) (reconcile.Result, error) {
+	addConfigMapController(t, m, cms, reconcile.Config[types.NamespacedName]{Name: "configmaps"}, reconcile.Func[types.NamespacedName](func(context.Context, types.NamespacedName) (reconcile.Result, error) {
 		return reconcile.Result{}, nil
-	}), reconcile.Config[types.NamespacedName]{Name: "configmaps"})
-	if err := c.Watch(reconcile.FromInformer(cms, reconcile.ByObject[*corev1.ConfigMap]())); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Add(c); err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- m.Run(runCtx) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Run = %v", err)
-		}
-	}()
+	}))
+	runManager(ctx, t, m)
 
 	addr := waitAddr(t, m.HealthAddr)
 	check := "[-]informer/configmaps in " + ns + " failed: not synced"
@@ -124,7 +110,7 @@ func TestHTTPMetrics(t *testing.T) {
 	}
 	var reconciled atomic.Int64
 	all := make(chan struct{})
-	c := reconcile.New(reconcile.Func[types.NamespacedName](func(ctx context.Context, key types.NamespacedName) (reconcile.Result, error) {
+	addConfigMapController(t, m, cms, reconcile.Config[types.NamespacedName]{Name: "configmaps", Metrics: pm, QueueMetrics: pm.Queue()}, reconcile.Func[types.NamespacedName](func(ctx context.Context, key types.NamespacedName) (reconcile.Result, error) {
 		// A read through the manager's client, which client-go times (its
 		// lists and watches are counted, not timed).
 		if _, err := m.Kubernetes().CoreV1().ConfigMaps(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{}); err != nil {
@@ -134,22 +120,8 @@ func TestHTTPMetrics(t *testing.T) {
 			close(all)
 		}
 		return reconcile.Result{}, nil
-	}), reconcile.Config[types.NamespacedName]{Name: "configmaps", Metrics: pm, QueueMetrics: pm.Queue()})
-	if err := c.Watch(reconcile.FromInformer(cms, reconcile.ByObject[*corev1.ConfigMap]())); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Add(c); err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- m.Run(runCtx) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Run = %v", err)
-		}
-	}()
+	}))
+	runManager(ctx, t, m)
 	select {
 	case <-all:
 	case <-ctx.Done():

@@ -40,15 +40,7 @@ func TestReleaseFreesMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- m.Run(runCtx) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	runManager(ctx, t, m)
 	// A first informer of another kind, so that the manager's clients and
 	// discovery are warm before the baseline is taken.
 	if _, err := manager.Typed[*corev1.Secret](m, manager.Options[*corev1.Secret]{Namespace: ns}); err != nil {

@@ -109,9 +109,7 @@ func TestSharedInformers(t *testing.T) {
 	if n := len(m.Informers()); n != 2 {
 		t.Fatalf("manager holds %d informers, want 2 (one per resource)", n)
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- m.Run(runCtx) }()
+	stop := runManager(ctx, t, m)
 	// Both controllers see every ConfigMap, and a new one.
 	if _, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "late"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -131,9 +129,6 @@ func TestSharedInformers(t *testing.T) {
 		}
 	}
 	stop()
-	if err := <-done; err != nil {
-		t.Fatalf("Run: %v", err)
-	}
 	t.Logf("requests: %v", counter.counts)
 	for _, res := range []string{"configmaps", "pods"} {
 		lists, watches := counter.get("LIST "+res), counter.get("WATCH "+res)
