@@ -139,7 +139,7 @@ func (p *Proxy) stream(ctx context.Context, w http.ResponseWriter, resp *http.Re
 	p.work.Add(1)
 	go func() {
 		defer p.work.Done()
-		p.read(bufio.NewReader(resp.Body), split, rvOf, key, rand.New(rand.NewPCG(p.seed, hashKey(key, n+1))), q)
+		p.read(bufio.NewReader(resp.Body), split, rvOf, key, p.streamRand(key, n), q)
 	}()
 	defer resp.Body.Close() // ends read
 
@@ -214,6 +214,12 @@ func (p *Proxy) stream(ctx context.Context, w http.ResponseWriter, resp *http.Re
 			p.drop(key)
 		}
 	}
+}
+
+// streamRand returns the source of the delays of the watch of key that n watches of
+// key preceded.
+func (p *Proxy) streamRand(key string, n uint64) *rand.Rand {
+	return rand.New(rand.NewPCG(p.seed, hashKey(key, n+1)))
 }
 
 // drop counts a dropped watch and breaks its connection.
