@@ -152,7 +152,6 @@ func (p *Proxy) stream(ctx context.Context, w http.ResponseWriter, resp *http.Re
 	timer := time.NewTimer(0)
 	<-timer.C
 	defer timer.Stop()
-	var last time.Time
 	written := 0
 	for {
 		fr, ok, err := q.pop()
@@ -172,11 +171,9 @@ func (p *Proxy) stream(ctx context.Context, w http.ResponseWriter, resp *http.Re
 				p.drop(key)
 			}
 		}
-		at := fr.release
-		if at.Before(last) {
-			at = last // never before the event before it
-		}
-		if d := time.Until(at); d > 0 {
+		// Frames are written one after the other: a frame whose release time has passed
+		// still waits for the one before it.
+		if d := time.Until(fr.release); d > 0 {
 			timer.Reset(d)
 			select {
 			case <-timer.C:
@@ -186,7 +183,6 @@ func (p *Proxy) stream(ctx context.Context, w http.ResponseWriter, resp *http.Re
 				p.drop(key)
 			}
 		}
-		last = at
 		for fr.held {
 			p.mu.Lock()
 			free := p.resourceLocked(key).releases > fr.gen
