@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -80,7 +79,7 @@ type Controller struct {
 	opts    Options
 	kube    kubernetes.Interface
 	dyn     dynamic.NamespaceableResourceInterface
-	podSets *informer.Informer[*unstructured.Unstructured]
+	podSets *informer.Informer[*PodSet]
 	pods    *informer.Informer[*corev1.Pod]
 	loop    *reconcile.Controller[types.NamespacedName]
 	exp     Expectations[types.NamespacedName]
@@ -106,9 +105,9 @@ func New(m *manager.Manager, opts Options) (_ *Controller, err error) {
 	c := &Controller{opts: opts, kube: m.Kubernetes(), dyn: m.Dynamic().Resource(GroupVersionResource)}
 	c.exp.Timeout = opts.ExpectationsTimeout
 
-	c.podSets, err = manager.Dynamic(m, GroupVersionKind, manager.Options[*unstructured.Unstructured]{
+	c.podSets, err = manager.Custom[*PodSet](m, GroupVersionKind, manager.Options[*PodSet]{
 		Namespace: opts.Namespace,
-		Transform: reflector.StripManagedFields[*unstructured.Unstructured],
+		Transform: reflector.StripManagedFields[*PodSet],
 	})
 	if err != nil {
 		return nil, fmt.Errorf("podset: %w", err)
@@ -137,7 +136,7 @@ func New(m *manager.Manager, opts Options) (_ *Controller, err error) {
 		Metrics:      opts.Metrics,
 		QueueMetrics: opts.QueueMetrics,
 	})
-	if err := c.loop.Watch(reconcile.FromInformer(c.podSets, reconcile.ByObject[*unstructured.Unstructured]())); err != nil {
+	if err := c.loop.Watch(reconcile.FromInformer(c.podSets, reconcile.ByObject[*PodSet]())); err != nil {
 		return nil, fmt.Errorf("podset: %w", err)
 	}
 	if err := c.loop.Watch(&podSource{c: c}); err != nil {
@@ -198,7 +197,8 @@ func (c *Controller) satisfied(key types.NamespacedName) (bool, time.Duration) {
 // reconcile brings one PodSet's Pods in line with its spec.
 func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) (reconcile.Result, error) {
 	log := logr.FromContextOrDiscard(ctx)
-	u, err := c.podSets.Lister().Get(key.Namespace, key.Name)
+	// The cache is shared and read-only: nothing below changes ps, so no copy.
+	ps, err := c.podSets.Lister().Get(key.Namespace, key.Name)
 	if apierrors.IsNotFound(err) {
 		// Its Pods carry an owner reference to it: the garbage collector deletes
 		// them. The controller only forgets what it expected.
@@ -208,10 +208,6 @@ func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) (r
 	}
 	if err != nil {
 		return reconcile.Result{}, err
-	}
-	ps, err := FromUnstructured(u)
-	if err != nil {
-		return reconcile.Result{}, reconcile.Terminal(err)
 	}
 	sel, err := ps.selector()
 	if err != nil {
@@ -313,7 +309,8 @@ func (c *Controller) claim(ctx context.Context, ps *PodSet, sel labels.Selector,
 	return owned, errors.Join(errs...)
 }
 
-// ownerRef is the controller reference of ps's Pods.
+// ownerRef is the controller reference of ps's Pods. Its apiVersion and kind are
+// the package's: the informer leaves ps.TypeMeta empty.
 func ownerRef(ps *PodSet) metav1.OwnerReference {
 	return metav1.OwnerReference{
 		APIVersion:         Group + "/" + Version,

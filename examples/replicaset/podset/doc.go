@@ -4,9 +4,10 @@
 //
 // A PodSet (group examples.ctrlkit.dev, version v1alpha1) says how many Pods to keep
 // (spec.replicas), which Pods are its own (spec.selector) and what new ones look like
-// (spec.template). Install creates its CRD; there is no generated client: PodSets are
-// read through the dynamic client into *unstructured.Unstructured and converted to
-// the PodSet struct with FromUnstructured.
+// (spec.template). Install creates its CRD; there is no generated code: the PodSet
+// informer (manager.Custom) decodes the server's JSON straight into the PodSet
+// struct, which has a hand-written DeepCopy; the dynamic client writes the status
+// and reads a PodSet live before an adoption.
 //
 // The controller takes its clients and its two informers (PodSets, Pods) from a
 // manager.Manager, whose informers other controllers of the process share, and adds
@@ -42,7 +43,9 @@
 //     controller's own writes therefore never makes it write twice.
 //   - Creations start slowly (1, 2, 4, … in parallel), so a template the API server
 //     rejects costs one failed call per attempt; an invalid template or selector is a
-//     terminal error, not retried until the PodSet changes.
+//     terminal error, not retried until the PodSet changes. A PodSet that cannot be
+//     decoded into the struct (a template of the wrong shape) is left out of the
+//     cache and reported by the informer: the controller leaves it alone.
 //   - The status (replicas, readyReplicas, observedGeneration, and the selector for
 //     the scale subresource) is written with a merge patch on the status subresource.
 //   - New starts no goroutine; when the manager's Run returns, nothing the

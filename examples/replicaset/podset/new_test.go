@@ -55,7 +55,7 @@ func TestNewShares(t *testing.T) {
 	}
 	want := []string{
 		"podset waiting",
-		"podsets.examples.ctrlkit.dev in ns (dynamic): 1 users",
+		"podsets.examples.ctrlkit.dev in ns: 1 users",
 		"pods in ns: 2 users",
 	}
 	if diff := cmp.Diff(want, managerState(m)); diff != "" {
@@ -83,7 +83,7 @@ func TestNewWrapPods(t *testing.T) {
 	want := []string{
 		"pods (podset's own) waiting",
 		"podset waiting",
-		"podsets.examples.ctrlkit.dev in ns (dynamic): 1 users",
+		"podsets.examples.ctrlkit.dev in ns: 1 users",
 	}
 	if diff := cmp.Diff(want, managerState(m)); diff != "" {
 		t.Errorf("manager (-want +got):\n%s", diff)

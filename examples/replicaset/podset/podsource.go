@@ -6,7 +6,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -102,7 +101,8 @@ func (h *podHandler) delete(d informer.Deleted[*corev1.Pod]) {
 }
 
 // enqueueMatching enqueues the PodSets of the orphan p's namespace that could adopt
-// it. Cost: one pass over the namespace's cached PodSets.
+// it: not being deleted, with a valid selector (see PodSet.selector) that matches.
+// Cost: one pass over the namespace's cached PodSets, parsing each selector.
 func (h *podHandler) enqueueMatching(p *corev1.Pod, prio reconcile.Priority) {
 	if p.DeletionTimestamp != nil {
 		return
@@ -111,25 +111,12 @@ func (h *podHandler) enqueueMatching(p *corev1.Pod, prio reconcile.Priority) {
 	if err != nil {
 		return
 	}
-	for _, u := range sets {
-		if u.GetDeletionTimestamp() != nil {
+	for _, ps := range sets {
+		if ps.DeletionTimestamp != nil {
 			continue
 		}
-		m, ok := u.Object["spec"].(map[string]any)
-		if !ok {
-			continue
-		}
-		raw, ok := m["selector"].(map[string]any)
-		if !ok {
-			continue
-		}
-		var ls metav1.LabelSelector
-		if runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &ls) != nil || len(ls.MatchLabels)+len(ls.MatchExpressions) == 0 {
-			continue
-		}
-		sel, err := metav1.LabelSelectorAsSelector(&ls)
-		if err == nil && sel.Matches(labels.Set(p.Labels)) {
-			h.enqueue(types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}, prio)
+		if sel, err := ps.selector(); err == nil && sel.Matches(labels.Set(p.Labels)) {
+			h.enqueue(types.NamespacedName{Namespace: ps.Namespace, Name: ps.Name}, prio)
 		}
 	}
 }

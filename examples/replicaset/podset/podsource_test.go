@@ -9,7 +9,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ctrlkit/ctrlkit/informer"
@@ -29,17 +28,13 @@ type handlerFixture struct {
 
 func newHandlerFixture(t *testing.T, sets ...*PodSet) *handlerFixture {
 	t.Helper()
-	server := reflectortest.NewServer[*unstructured.Unstructured](reflectortest.Config{})
+	server := reflectortest.NewServer[*PodSet](reflectortest.Config{})
 	for _, ps := range sets {
-		u, err := ps.ToUnstructured()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := server.Create(u); err != nil {
+		if _, err := server.Create(ps); err != nil {
 			t.Fatal(err)
 		}
 	}
-	f := &handlerFixture{c: &Controller{podSets: informer.New(server, informer.Config[*unstructured.Unstructured]{})}}
+	f := &handlerFixture{c: &Controller{podSets: informer.New(server, informer.Config[*PodSet]{})}}
 	f.h = &podHandler{c: f.c, enqueue: func(k types.NamespacedName, _ reconcile.Priority) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -89,11 +84,16 @@ func testPod(ns, name, app string, owner *PodSet) *corev1.Pod {
 }
 
 // TestPodHandler: a Pod event lowers its owner's expectations before enqueueing
-// the owner; orphans reach the PodSets that may adopt them, and only those.
+// the owner; orphans reach the PodSets that may adopt them (with a valid selector
+// that matches, not being deleted), and only those.
 func TestPodHandler(t *testing.T) {
 	web, web2, db := testPodSet("ns", "web", "web"), testPodSet("ns", "web2", "web"), testPodSet("ns", "db", "db")
 	elsewhere := testPodSet("other", "web", "web")
-	f := newHandlerFixture(t, web, web2, db, elsewhere)
+	dying := testPodSet("ns", "dying", "web") // being deleted: adopts nothing
+	dying.DeletionTimestamp = new(metav1.Now())
+	empty := testPodSet("ns", "empty", "web") // an empty selector selects nothing
+	empty.Spec.Selector = &metav1.LabelSelector{}
+	f := newHandlerFixture(t, web, web2, db, elsewhere, dying, empty)
 	x := &f.c.exp
 	webKey := types.NamespacedName{Namespace: "ns", Name: "web"}
 

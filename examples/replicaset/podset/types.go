@@ -30,8 +30,10 @@ var GroupVersionKind = schema.GroupVersionKind{Group: Group, Version: Version, K
 var GroupKind = schema.GroupKind{Group: Group, Kind: Kind}
 
 // PodSet keeps Spec.Replicas Pods made from Spec.Template running: a ReplicaSet
-// under another name. There is no generated client: the controller reads PodSets
-// through the dynamic client and converts them with FromUnstructured.
+// under another name. There is no generated code: the controller's informer
+// decodes PodSets from the server's JSON (manager.Custom), which leaves TypeMeta
+// empty; the dynamic client writes, and FromUnstructured and ToUnstructured convert
+// for it.
 type PodSet struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -39,6 +41,25 @@ type PodSet struct {
 	Spec   PodSetSpec   `json:"spec"`
 	Status PodSetStatus `json:"status,omitempty"`
 }
+
+// DeepCopy returns a copy of ps that shares nothing with it.
+func (ps *PodSet) DeepCopy() *PodSet {
+	if ps == nil {
+		return nil
+	}
+	out := &PodSet{TypeMeta: ps.TypeMeta, Status: ps.Status} // Status holds values only
+	ps.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	if ps.Spec.Replicas != nil {
+		out.Spec.Replicas = new(*ps.Spec.Replicas)
+	}
+	out.Spec.Selector = ps.Spec.Selector.DeepCopy()
+	ps.Spec.Template.DeepCopyInto(&out.Spec.Template)
+	return out
+}
+
+// DeepCopyObject implements runtime.Object, so that the manager's informers can
+// hold PodSets (manager.Custom).
+func (ps *PodSet) DeepCopyObject() runtime.Object { return ps.DeepCopy() }
 
 // PodSetSpec is the desired state.
 type PodSetSpec struct {

@@ -103,3 +103,52 @@ func TestCRDMatchesTypes(t *testing.T) {
 		t.Errorf("CRD name %q", got)
 	}
 }
+
+// TestDeepCopy: the copy of a cached PodSet shares nothing with it (maps, slices,
+// pointers, the selector, the template), so that changing a copy never changes
+// the informer's cache.
+func TestDeepCopy(t *testing.T) {
+	build := func() *PodSet {
+		ps := validPodSet()
+		ps.TypeMeta = metav1.TypeMeta{APIVersion: Group + "/" + Version, Kind: Kind}
+		ps.Labels = map[string]string{"k": "v"}
+		ps.Finalizers = []string{"f"}
+		ps.Spec.Selector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpIn, Values: []string{"front"}}}
+		ps.Status = PodSetStatus{Replicas: 2, ReadyReplicas: 1, ObservedGeneration: 4, Selector: "app=web"}
+		return ps
+	}
+	ps, want := build(), build() // want is built apart: it shares nothing with ps
+	if diff := cmp.Diff(want, ps.DeepCopyObject()); diff != "" {
+		t.Fatalf("DeepCopyObject differs (-orig +copy):\n%s", diff)
+	}
+	c := ps.DeepCopy()
+	c.Labels["k"] = "changed"
+	c.Finalizers[0] = "changed"
+	*c.Spec.Replicas = 7
+	c.Spec.Selector.MatchLabels["app"] = "changed"
+	c.Spec.Selector.MatchExpressions[0].Values[0] = "changed"
+	c.Spec.Template.Labels["tier"] = "changed"
+	c.Spec.Template.Spec.Containers[0].Image = "changed"
+	c.Status.Replicas = 9
+	if diff := cmp.Diff(want, ps); diff != "" {
+		t.Errorf("changing the copy changed the original (-before +after):\n%s", diff)
+	}
+	if (*PodSet)(nil).DeepCopy() != nil {
+		t.Error("DeepCopy of nil is not nil")
+	}
+}
+
+// TestOwnerRefWithoutTypeMeta: the informer leaves a PodSet's TypeMeta empty; the
+// owner reference of its Pods still names the PodSet's apiVersion and kind, so
+// that the Pods map back to it.
+func TestOwnerRefWithoutTypeMeta(t *testing.T) {
+	ps := testPodSet("ns", "web", "web")
+	ps.TypeMeta = metav1.TypeMeta{}
+	ref := ownerRef(ps)
+	if ref.APIVersion != "examples.ctrlkit.dev/v1alpha1" || ref.Kind != "PodSet" || ref.Name != "web" || ref.UID != ps.UID {
+		t.Errorf("owner reference %+v", ref)
+	}
+	if key, ok := controllerKey(testPod("ns", "w1", "web", ps)); !ok || key != podSetKey(ps) {
+		t.Errorf("controllerKey = %v, %t; want %v", key, ok, podSetKey(ps))
+	}
+}
