@@ -183,13 +183,16 @@ func TestNewShares(t *testing.T) {
 // TestDeepCopy: the copy of a cached Network shares nothing with it, so that a
 // reconcile may change its copy.
 func TestDeepCopy(t *testing.T) {
-	n := &Network{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", Finalizers: []string{Finalizer}, Labels: map[string]string{"k": "v"}},
-		Spec:       Spec{CIDR: "10.0.0.0/24", Gateway: "10.0.0.1"},
-		Status:     Status{ObservedGeneration: 1, Conditions: []metav1.Condition{{Type: ConditionReady, Status: metav1.ConditionTrue}}},
+	// Built twice, so that the reference shares nothing with n.
+	build := func() *Network {
+		return &Network{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", Finalizers: []string{Finalizer}, Labels: map[string]string{"k": "v"}},
+			Spec:       Spec{CIDR: "10.0.0.0/24", Gateway: "10.0.0.1"},
+			Status:     Status{ObservedGeneration: 1, Conditions: []metav1.Condition{{Type: ConditionReady, Status: metav1.ConditionTrue}}},
+		}
 	}
-	orig := n.DeepCopyObject().(*Network)
-	if diff := cmp.Diff(n, orig); diff != "" {
+	n, orig := build(), build()
+	if diff := cmp.Diff(n, n.DeepCopyObject().(*Network)); diff != "" {
 		t.Fatalf("copy differs (-orig +copy):\n%s", diff)
 	}
 	c := n.DeepCopy()
