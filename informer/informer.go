@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 
 	"github.com/ctrlkit/ctrlkit/deltafifo"
@@ -81,6 +82,11 @@ type Config[T reflector.Object] struct {
 	// handler (*PanicError). It is called from the informer's goroutines, possibly
 	// concurrently, with no lock held, and must return quickly.
 	OnError func(error)
+
+	// Scope names the collection the informer holds, for code that matches
+	// writes to the caches that will see them (reconcile's read-your-writes).
+	// Package manager sets it. The informer itself does not use it.
+	Scope Scope
 }
 
 // Informer keeps an indexed cache of one API collection in step with the server
@@ -100,6 +106,7 @@ type Config[T reflector.Object] struct {
 // running handler has one goroutine.
 type Informer[T reflector.Object] struct {
 	name      string
+	scope     Scope
 	log       logr.Logger
 	onError   func(error)
 	resync    time.Duration // default handler resync, 0: none
@@ -170,6 +177,7 @@ func New[T reflector.Object](lw reflector.ListerWatcher[T], cfg Config[T]) *Info
 	}
 	inf := &Informer[T]{
 		name:       name,
+		scope:      cfg.Scope,
 		log:        cfg.Logger.WithValues("informer", name),
 		onError:    cfg.OnError,
 		resync:     cfg.ResyncPeriod,
@@ -198,6 +206,26 @@ func New[T reflector.Object](lw reflector.ListerWatcher[T], cfg Config[T]) *Info
 
 // Name returns the informer's name, Config.Name or its default.
 func (inf *Informer[T]) Name() string { return inf.name }
+
+// Scope is Config.Scope.
+func (inf *Informer[T]) Scope() Scope { return inf.scope }
+
+// Scope is the collection an informer holds: a resource, in one namespace or
+// in all. The zero Scope says nothing.
+type Scope struct {
+	// Resource is the collection's API group and resource ("pods",
+	// "deployments.apps").
+	Resource schema.GroupResource
+	// Namespace is "" when the informer holds every namespace (or the resource
+	// is cluster-scoped).
+	Namespace string
+}
+
+// Covers reports whether an object of resource gr in namespace ns belongs
+// to the collection. The zero Scope covers nothing.
+func (s Scope) Covers(gr schema.GroupResource, ns string) bool {
+	return s.Resource.Resource != "" && s.Resource == gr && (s.Namespace == "" || s.Namespace == ns)
+}
 
 // Lister reads the cache by namespace, name and labels. Objects are shared: treat
 // them as read-only.

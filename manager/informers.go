@@ -192,6 +192,7 @@ func shared[T reflector.Object](m *Manager, mapping *meta.RESTMapping, o Options
 		Indexers:  o.Indexers,
 		Transform: o.Transform,
 		Reflector: reflectorConfig[T](o),
+		Scope:     informer.Scope{Resource: mapping.Resource.GroupResource(), Namespace: o.Namespace},
 		Logger:    m.log.WithName("informer").WithValues("informer", name),
 	})
 	e := &informerEntry{key: key, inf: inf, len: func() int { return inf.Indexer().Len() }, refs: 1}

@@ -162,6 +162,9 @@ func New(cfg Config) (*Manager, error) {
 	if m.rest.UserAgent == "" {
 		m.rest.UserAgent = rest.DefaultKubernetesUserAgent()
 	}
+	// Writes made from a Reconcile through the manager's clients (or clients
+	// built from RESTConfig()) are reported to its controller (read-your-writes).
+	m.rest = reconcile.TrackWrites(m.rest)
 	var err error
 	if m.http, err = rest.HTTPClientFor(m.rest); err != nil {
 		return nil, fmt.Errorf("manager: %w", err)

@@ -142,6 +142,11 @@ type Config[K comparable] struct {
 	// LeaderElection, if set, makes the controller reconcile only while it holds a
 	// Lease; see LeaderElection.
 	LeaderElection *LeaderElection
+	// CacheWaitTimeout bounds read-your-writes (see TrackWrites): a key whose
+	// reconcile wrote what one of its sources' caches holds is not reconciled
+	// again until that cache has seen the write, or this long after the write.
+	// Zero means DefaultCacheWaitTimeout; negative turns read-your-writes off.
+	CacheWaitTimeout time.Duration
 }
 
 // Controller runs a Reconciler for the keys its sources deliver: it owns the work
@@ -162,6 +167,7 @@ type Controller[K comparable] struct {
 	started bool
 
 	synced atomic.Bool // the sources synced and the workers may start
+	ryw    *rywGate[K] // set by Run before the workers start; nil: read-your-writes off
 }
 
 // New returns a controller calling r. It starts no goroutine. It panics if r is nil.
@@ -177,6 +183,9 @@ func New[K comparable](r Reconciler[K], cfg Config[K]) *Controller[K] {
 	}
 	if cfg.SyncTimeout == 0 {
 		cfg.SyncTimeout = DefaultSyncTimeout
+	}
+	if cfg.CacheWaitTimeout == 0 {
+		cfg.CacheWaitTimeout = DefaultCacheWaitTimeout
 	}
 	if cfg.DrainTimeout == 0 {
 		cfg.DrainTimeout = DefaultDrainTimeout
@@ -269,6 +278,9 @@ func (c *Controller[K]) Run(ctx context.Context) error {
 	if err := c.waitForSync(ctx, sources); err != nil {
 		return err
 	}
+	if c.cfg.CacheWaitTimeout > 0 {
+		c.ryw = newRYWGate(c.cfg.CacheWaitTimeout, sources, c.metrics)
+	}
 	c.log.Info("sources synced", "sources", len(sources))
 	c.synced.Store(true)
 	if el != nil {
@@ -335,6 +347,11 @@ func (c *Controller[K]) work(stop, abort context.Context, cancelAbort context.Ca
 	if c.cfg.ResyncPeriod > 0 {
 		wg.Go(func() { c.resync(stop, sources) })
 	}
+	if c.ryw != nil {
+		for _, wait := range c.ryw.waiters(func(k K) { c.enqueue(k, Live) }) {
+			wg.Go(func() { wait(stop) })
+		}
+	}
 	c.log.Info("workers started", "workers", c.cfg.Workers)
 	<-stop.Done()
 	var timer *time.Timer
@@ -352,6 +369,11 @@ func (c *Controller[K]) work(stop, abort context.Context, cancelAbort context.Ca
 
 // worker reconciles keys until stop ends.
 func (c *Controller[K]) worker(stop, abort context.Context) {
+	// The reconciles' writes are found through this worker's slot (TrackWrites).
+	slot := &writeSlot{}
+	if c.ryw != nil {
+		abort = context.WithValue(abort, slotKey{}, slot)
+	}
 	for stop.Err() == nil {
 		key, err := c.queue.Get(stop)
 		if err != nil {
@@ -362,13 +384,18 @@ func (c *Controller[K]) worker(stop, abort context.Context) {
 			c.queue.Done(key)
 			return
 		}
-		c.process(abort, key)
+		if c.ryw != nil && !c.ryw.admit(key, time.Now()) {
+			// Its cache lags its last writes: the gate enqueues it again.
+			c.queue.Done(key)
+			continue
+		}
+		c.process(abort, key, slot)
 		c.queue.Done(key)
 	}
 }
 
 // process reconciles one key and files the outcome with the queue.
-func (c *Controller[K]) process(parent context.Context, key K) {
+func (c *Controller[K]) process(parent context.Context, key K, slot *writeSlot) {
 	ctx, log := parent, c.log
 	if c.log.GetSink() != nil {
 		// Only a real logger is worth its allocations per reconcile.
@@ -380,10 +407,18 @@ func (c *Controller[K]) process(parent context.Context, key K) {
 		ctx, cancel = context.WithTimeout(ctx, c.cfg.ReconcileTimeout)
 	}
 	c.metrics.ReconcileStarted()
+	if c.ryw != nil {
+		slot.begin()
+	}
 	start := time.Now()
 	res, err, panicked := c.call(ctx, key)
 	took := time.Since(start)
 	cancel()
+	if c.ryw != nil {
+		if writes := slot.end(); len(writes) > 0 {
+			c.ryw.require(key, writes, start.Add(took))
+		}
+	}
 
 	var outcome Outcome
 	switch {

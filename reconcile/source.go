@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"runtime/debug"
@@ -351,4 +352,23 @@ func (s *informerSource[T, K]) onDelete(d informer.Deleted[T]) {
 		return
 	}
 	s.send(d.Obj, Live)
+}
+
+// cacheHost is a host whose cache reports its progress: informerHost.
+type cacheHost interface {
+	scope() informer.Scope
+	applied() string
+	waitFor(ctx context.Context, rv string) error
+}
+
+func (h informerHost[T]) scope() informer.Scope { return h.inf.Scope() }
+func (h informerHost[T]) applied() string       { return h.inf.LastAppliedResourceVersion() }
+func (h informerHost[T]) waitFor(ctx context.Context, rv string) error {
+	return h.inf.WaitForResourceVersion(ctx, rv)
+}
+
+// cache returns the source's cache view, or nil if its host has none.
+func (s *informerSource[T, K]) cache() cacheHost {
+	c, _ := s.host.(cacheHost)
+	return c
 }
