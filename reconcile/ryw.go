@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -57,34 +58,48 @@ type write struct {
 }
 
 // writeSlot collects the writes of the reconcile that a worker runs; one per
-// worker, found by the transport in the request's context.
+// worker, found by the transport in the request's context. begin and end, once
+// per reconcile, cost two atomic operations when the reconcile wrote nothing.
 type writeSlot struct {
+	active atomic.Bool  // a reconcile runs; writes outside one are not its own
+	n      atomic.Int32 // len(writes)
+
 	mu     sync.Mutex
-	active bool // a reconcile runs; writes outside one are not its own
 	writes []write
 }
 
 type slotKey struct{}
 
 func (s *writeSlot) begin() {
-	s.mu.Lock()
-	s.active, s.writes = true, s.writes[:0]
-	s.mu.Unlock()
+	if s.n.Load() != 0 { // left by a write that raced with the last end
+		s.mu.Lock()
+		s.writes = s.writes[:0]
+		s.n.Store(0)
+		s.mu.Unlock()
+	}
+	s.active.Store(true)
 }
 
 // end returns the writes of the reconcile that ran since begin; the slice is
 // the slot's, valid until the next begin.
 func (s *writeSlot) end() []write {
+	s.active.Store(false)
+	if s.n.Load() == 0 {
+		return nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.active = false
-	return s.writes
+	out := s.writes
+	s.writes = s.writes[:0]
+	s.n.Store(0)
+	return out
 }
 
 func (s *writeSlot) record(w write) {
 	s.mu.Lock()
-	if s.active {
+	if s.active.Load() {
 		s.writes = append(s.writes, w)
+		s.n.Add(1)
 	}
 	s.mu.Unlock()
 }
@@ -180,6 +195,8 @@ type rywGate[K comparable] struct {
 	sources []cacheSource // indexed like need.src; cache nil for sources without one
 	metrics CacheWaitMetrics
 
+	waiting atomic.Int64 // len(pending), read without mu so that admit costs nothing when no key waits
+
 	mu      sync.Mutex
 	pending map[K][]need
 }
@@ -234,6 +251,9 @@ func (g *rywGate[K]) require(key K, writes []write, now time.Time) {
 		return
 	}
 	g.mu.Lock()
+	if _, ok := g.pending[key]; !ok {
+		g.waiting.Add(1)
+	}
 	g.pending[key] = append(g.pending[key], add...)
 	g.mu.Unlock()
 }
@@ -242,6 +262,9 @@ func (g *rywGate[K]) require(key K, writes []write, now time.Time) {
 // waiters of the caches it waits for to enqueue it again when they have
 // caught up (or its wait times out).
 func (g *rywGate[K]) admit(key K, now time.Time) bool {
+	if g.waiting.Load() == 0 {
+		return true
+	}
 	g.mu.Lock()
 	needs, ok := g.pending[key]
 	if !ok {
@@ -263,6 +286,7 @@ func (g *rywGate[K]) admit(key K, now time.Time) bool {
 	}
 	if len(left) == 0 {
 		delete(g.pending, key)
+		g.waiting.Add(-1)
 		g.mu.Unlock()
 		if g.metrics != nil {
 			g.metrics.CacheWaited(waited, timedOut)
