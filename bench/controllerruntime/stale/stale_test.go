@@ -206,8 +206,8 @@ func runWorkload(t *testing.T, cfg Config, seed uint64, changes int, maxDelay ti
 	if err := proxy.Close(); err != nil {
 		t.Error(err)
 	}
-	stop = startManager(t, env.Config(), cfg)
-	defer stop()
+	startManager(t, env.Config(), cfg)
+	tr.touch() // quiescence counts from the manager's start
 	if !tr.waitQuiet(ctx, quiet, quietLimit) {
 		t.Fatalf("Pods still changing %v after the proxy was removed", quietLimit)
 	}
@@ -277,7 +277,7 @@ func scale(t *testing.T, c client.Client, ns, name string, n int) {
 }
 
 // startManager starts a manager of cfg on restCfg and returns the function that
-// stops it and waits for it.
+// stops it and waits for it; the test's cleanup calls it too.
 func startManager(t *testing.T, restCfg *rest.Config, cfg Config) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
@@ -289,7 +289,7 @@ func startManager(t *testing.T, restCfg *rest.Config, cfg Config) (stop func()) 
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	var once sync.Once
-	return func() {
+	stop = func() {
 		once.Do(func() {
 			cancel()
 			if err := <-done; err != nil {
@@ -297,6 +297,8 @@ func startManager(t *testing.T, restCfg *rest.Config, cfg Config) (stop func()) 
 			}
 		})
 	}
+	t.Cleanup(stop)
+	return stop
 }
 
 // podStats are the counters of a tracker.
@@ -425,6 +427,13 @@ func (tr *tracker) widen(i, n int) {
 	defer tr.mu.Unlock()
 	tr.hi[i] = max(tr.hi[i], n)
 	tr.lo[i] = min(tr.lo[i], n)
+}
+
+// touch counts the time without Pod events from now.
+func (tr *tracker) touch() {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	tr.last = time.Now()
 }
 
 // settle narrows every PodSet's bounds to its desired count.
