@@ -374,7 +374,11 @@ func (w *rvWaiter) run(stop context.Context, enqueue func(any)) {
 		w.cancel, w.target, w.until = cancel, target, until
 		w.mu.Unlock()
 
-		w.cache.waitFor(ctx, strconv.FormatUint(target, 10)) // ends at target, deadline, stop or an add
+		// Ends at target, the deadline, stop or an add; if the cache cannot
+		// wait (its informer stopped), the keys wait out their deadline.
+		if err := w.cache.waitFor(ctx, strconv.FormatUint(target, 10)); err != nil && ctx.Err() == nil {
+			<-ctx.Done()
+		}
 		cancel()
 
 		now, applied := time.Now(), appliedRV(w.cache)

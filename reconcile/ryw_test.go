@@ -266,3 +266,42 @@ func TestReadYourWritesOff(t *testing.T) {
 		}
 	})
 }
+
+// stoppedCache is a cache whose informer has stopped: it cannot wait.
+type stoppedCache struct{ *fakeCache }
+
+func (stoppedCache) waitFor(context.Context, string) error { return informer.ErrStopped }
+
+// TestReadYourWritesStoppedCache: a key waiting on a cache whose informer has
+// stopped runs again at its deadline, and the waiter does not spin meanwhile.
+func TestReadYourWritesStoppedCache(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cache := stoppedCache{newFakeCache(informer.Scope{Resource: schema.GroupResource{Resource: "configmaps"}})}
+		g := newRYWGate[string](time.Minute, []Source[string]{cacheKeySource{newKeySource(), cache.fakeCache}}, nil)
+		g.sources[0].cache = cache
+		g.sources[0].w.cache = cache
+		enqueued := make(chan string, 10)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			g.waiters(func(k string) { enqueued <- k })[0](ctx)
+		}()
+		g.require("a", []write{{gr: schema.GroupResource{Resource: "configmaps"}, rv: 5}}, time.Now())
+		if g.admit("a", time.Now()) {
+			t.Fatal("admitted before the cache reached the write")
+		}
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		if len(enqueued) != 0 {
+			t.Fatal("enqueued before the deadline")
+		}
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		if k := <-enqueued; k != "a" || !g.admit("a", time.Now()) {
+			t.Fatalf("at the deadline: enqueued %q, not admitted", k)
+		}
+		cancel()
+		<-done
+	})
+}
