@@ -197,8 +197,31 @@ type rywGate[K comparable] struct {
 
 	waiting atomic.Int64 // len(pending), read without mu so that admit costs nothing when no key waits
 
-	mu      sync.Mutex
-	pending map[K][]need
+	mu       sync.Mutex
+	pending  map[K][]need
+	requires int // calls of require, to sweep now and then
+}
+
+// sweepEvery is how many requires pass between two sweeps of the keys whose
+// waits are over but which were not taken from the queue again (they leave
+// pending only when admitted).
+const sweepEvery = 1024
+
+// sweepLocked forgets the keys whose waits are all over. Requires g.mu held.
+func (g *rywGate[K]) sweepLocked(now time.Time) {
+	for key, needs := range g.pending {
+		over := true
+		for _, n := range needs {
+			if appliedRV(g.sources[n.src].cache) < n.rv && now.Before(n.deadline) {
+				over = false
+				break
+			}
+		}
+		if over {
+			delete(g.pending, key)
+			g.waiting.Add(-1)
+		}
+	}
 }
 
 func newRYWGate[K comparable](timeout time.Duration, sources []Source[K], m Metrics) *rywGate[K] {
@@ -255,6 +278,9 @@ func (g *rywGate[K]) require(key K, writes []write, now time.Time) {
 		g.waiting.Add(1)
 	}
 	g.pending[key] = append(g.pending[key], add...)
+	if g.requires++; g.requires%sweepEvery == 0 {
+		g.sweepLocked(now)
+	}
 	g.mu.Unlock()
 }
 

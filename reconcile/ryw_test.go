@@ -305,3 +305,23 @@ func TestReadYourWritesStoppedCache(t *testing.T) {
 		<-done
 	})
 }
+
+// TestReadYourWritesSweep: keys whose waits are over but that never come back
+// to the queue are forgotten by the periodic sweep, so the gate does not grow
+// with every key that ever wrote, and admit takes its lock-free path again.
+func TestReadYourWritesSweep(t *testing.T) {
+	cache := newFakeCache(informer.Scope{Resource: schema.GroupResource{Resource: "configmaps"}})
+	g := newRYWGate[string](time.Minute, []Source[string]{cacheKeySource{newKeySource(), cache}}, nil)
+	now := time.Now()
+	for i := range sweepEvery - 1 {
+		g.require(strconv.Itoa(i), []write{{gr: schema.GroupResource{Resource: "configmaps"}, rv: uint64(i + 1)}}, now)
+	}
+	if n := g.waiting.Load(); n != sweepEvery-1 {
+		t.Fatalf("%d keys wait, want %d", n, sweepEvery-1)
+	}
+	cache.set(sweepEvery / 2) // half of them are satisfied
+	g.require("last", []write{{gr: schema.GroupResource{Resource: "configmaps"}, rv: sweepEvery + 1}}, now)
+	if n := g.waiting.Load(); n != int64(len(g.pending)) || n != sweepEvery/2 {
+		t.Fatalf("after the sweep %d keys wait (%d pending), want %d", n, len(g.pending), sweepEvery/2)
+	}
+}
