@@ -3,7 +3,8 @@
 // Package e2e runs the PodSet controller against the real etcd and kube-apiserver
 // that testenv starts, as a user holding exactly the rights of ../rbac.yaml: scaling,
 // replacement, adoption and release, the stale-cache race with and without
-// expectations, and a deleted PodSet.
+// read-your-writes, scale changes under delayed watch events (the proof that
+// read-your-writes alone prevents over-creation), and a deleted PodSet.
 package e2e
 
 import (

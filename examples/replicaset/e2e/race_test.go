@@ -18,23 +18,27 @@ import (
 )
 
 // TestStaleCacheRace makes the controller's Pod cache lag: the watch events of the
-// Pod informer are held back until the test lets them through. Meanwhile the test
-// changes the PodSet three times, and waits each time until the controller has
-// reconciled that generation (it writes status.observedGeneration). Every such
-// reconcile sees no Pod in its cache.
+// Pod informer are held back until the test lets them through. The PodSet's first
+// reconcile creates its replicas Pods, which its cache does not show; meanwhile the
+// test changes the PodSet three times.
 //
-// Without expectations the controller believes each time that the Pods are missing
-// and creates them again: more than replicas Pods exist. With expectations it
-// creates replicas Pods once and waits for its cache to show them. Either way, once
-// the events flow the PodSet converges to replicas Pods.
+// Without read-your-writes the controller reconciles each change (the test waits
+// for status.observedGeneration), believes each time that the Pods are missing and
+// creates them again: more than replicas Pods exist. With read-your-writes it does
+// not reconcile the PodSet again while the Pod cache lacks its own creations: each
+// change is taken from the queue and skipped (counted as a stale skip), the status
+// stays at the first generation and replicas Pods exist. Either way, once the
+// events flow the PodSet converges to replicas Pods.
 func TestStaleCacheRace(t *testing.T) {
 	const replicas = 2
-	run := func(t *testing.T, skipExpectations bool) int {
+	run := func(t *testing.T, ryw bool) int {
 		ns := env.Namespace(t)
 		gate := &gatedPods{open: make(chan struct{})}
+		waits := &cacheWaits{}
 		start(t, podset.Options{
 			Namespace:              ns,
-			UnsafeSkipExpectations: skipExpectations,
+			Metrics:                waits,
+			UnsafeNoReadYourWrites: !ryw,
 			WrapPods: func(lw reflector.ListerWatcher[*corev1.Pod]) reflector.ListerWatcher[*corev1.Pod] {
 				gate.lw = lw
 				return gate
@@ -43,28 +47,42 @@ func TestStaleCacheRace(t *testing.T) {
 		ps := createPodSet(t, ns, "lagging", replicas)
 		waitObserved(t, ns, "lagging", ps.Generation)
 		for i := range 3 {
+			skipped := waits.skips.Load()
 			gen := patchSpec(t, ns, "lagging", fmt.Sprintf(`{"template":{"metadata":{"annotations":{"poke":"%d"}}}}`, i))
-			waitObserved(t, ns, "lagging", gen)
+			if ryw {
+				eventually(t, converge, func() string {
+					if waits.skips.Load() == skipped {
+						return "the change was not skipped"
+					}
+					return ""
+				})
+			} else {
+				waitObserved(t, ns, "lagging", gen)
+			}
 		}
 		created := len(ownedBy(pods(t, ns), ps.UID))
-		if got := getPodSet(t, ns, "lagging").Status.Replicas; got != 0 {
-			t.Fatalf("status.replicas = %d while the Pod cache is held back; the cache did not lag", got)
+		st := getPodSet(t, ns, "lagging").Status
+		if st.Replicas != 0 {
+			t.Fatalf("status.replicas = %d while the Pod cache is held back; the cache did not lag", st.Replicas)
 		}
+		if ryw && st.ObservedGeneration != ps.Generation {
+			t.Errorf("status.observedGeneration = %d, want %d: the PodSet was reconciled while its cache lacked the controller's writes", st.ObservedGeneration, ps.Generation)
+		}
+		t.Logf("read-your-writes %t: %d Pods created for %d replicas; %d stale skips, %d cache waits (%d timed out)",
+			ryw, created, replicas, waits.skips.Load(), waits.waits.Load(), waits.timeouts.Load())
 
 		close(gate.open)
 		waitConverged(t, ns, "lagging", replicas)
 		return created
 	}
 
-	t.Run("without expectations", func(t *testing.T) {
-		if n := run(t, true); n <= replicas {
+	t.Run("without read-your-writes", func(t *testing.T) {
+		if n := run(t, false); n <= replicas {
 			t.Errorf("%d Pods created while the cache lagged, want more than %d: the race did not show", n, replicas)
-		} else {
-			t.Logf("%d Pods created for %d replicas", n, replicas)
 		}
 	})
-	t.Run("with expectations", func(t *testing.T) {
-		if n := run(t, false); n != replicas {
+	t.Run("with read-your-writes", func(t *testing.T) {
+		if n := run(t, true); n != replicas {
 			t.Errorf("%d Pods created while the cache lagged, want exactly %d", n, replicas)
 		}
 	})

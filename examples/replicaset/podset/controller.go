@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -35,8 +36,8 @@ const (
 )
 
 // Options configures the controller. The zero value works: DefaultWorkers workers,
-// logs discarded, no metrics, every namespace, expectations that time out after
-// DefaultExpectationsTimeout, a resync every DefaultResyncPeriod.
+// logs discarded, no metrics, every namespace, read-your-writes on (with
+// reconcile.DefaultCacheWaitTimeout), a resync every DefaultResyncPeriod.
 type Options struct {
 	Workers      int               // 0 means DefaultWorkers
 	Logger       logr.Logger       // zero value: discard
@@ -46,10 +47,6 @@ type Options struct {
 	// Namespace restricts the controller to the PodSets and Pods of one namespace;
 	// "" means every namespace.
 	Namespace string
-	// ExpectationsTimeout is Expectations.Timeout: how long the controller waits for
-	// its own creations and deletions to show in its cache before it acts on the
-	// cache anyway. 0 means DefaultExpectationsTimeout.
-	ExpectationsTimeout time.Duration
 	// ResyncPeriod is how often every PodSet is reconciled even without a change
 	// (reconcile.Config.ResyncPeriod). 0 means DefaultResyncPeriod; negative, never.
 	ResyncPeriod time.Duration
@@ -58,12 +55,16 @@ type Options struct {
 	// hold watch events back and make the cache lag behind the server. The Pod
 	// informer is then the controller's own, not the manager's shared one (a shared
 	// informer's events cannot be held back for one of its users): New adds it to
-	// the manager, which runs it beside the controller.
+	// the manager, which runs it beside the controller. Its informer.Config.Scope
+	// names the Pods of Namespace, as the manager's would, so that read-your-writes
+	// waits for it.
 	WrapPods func(reflector.ListerWatcher[*corev1.Pod]) reflector.ListerWatcher[*corev1.Pod]
-	// UnsafeSkipExpectations makes the controller act on whatever its cache shows,
-	// even while its own writes are missing from it: it then creates too many Pods
-	// when the cache lags. It exists only to show that race in tests; never set it.
-	UnsafeSkipExpectations bool
+	// UnsafeNoReadYourWrites turns read-your-writes off
+	// (reconcile.Config.CacheWaitTimeout < 0): the controller then acts on whatever
+	// its cache shows, even while its own writes are missing from it, and creates
+	// too many Pods when the cache lags. It exists only to show that race in tests;
+	// never set it.
+	UnsafeNoReadYourWrites bool
 }
 
 // Controller keeps, for every PodSet, Spec.Replicas Pods that it controls (an owner
@@ -73,8 +74,9 @@ type Options struct {
 //
 // Create it with New, which adds it to a manager.Manager; the manager's Run runs
 // it. Its methods are safe for concurrent use. Cost: one reconcile goroutine per
-// worker and one informer handler while it runs; the PodSet and Pod caches are
-// the manager's shared informers (of Options.Namespace, managedFields stripped).
+// worker and one handler on each of its two informers while it runs; the PodSet
+// and Pod caches are the manager's shared informers (of Options.Namespace,
+// managedFields stripped).
 type Controller struct {
 	opts    Options
 	kube    kubernetes.Interface
@@ -82,7 +84,6 @@ type Controller struct {
 	podSets *informer.Informer[*PodSet]
 	pods    *informer.Informer[*corev1.Pod]
 	loop    *reconcile.Controller[types.NamespacedName]
-	exp     Expectations[types.NamespacedName]
 }
 
 // New builds the controller on m's clients and shared informers and adds it to m
@@ -103,7 +104,6 @@ func New(m *manager.Manager, opts Options) (_ *Controller, err error) {
 		opts.ResyncPeriod = 0
 	}
 	c := &Controller{opts: opts, kube: m.Kubernetes(), dyn: m.Dynamic().Resource(GroupVersionResource)}
-	c.exp.Timeout = opts.ExpectationsTimeout
 
 	c.podSets, err = manager.Custom[*PodSet](m, GroupVersionKind, manager.Options[*PodSet]{
 		Namespace: opts.Namespace,
@@ -128,18 +128,15 @@ func New(m *manager.Manager, opts Options) (_ *Controller, err error) {
 		}()
 	}
 
-	c.loop = reconcile.New(reconcile.Func[types.NamespacedName](c.reconcile), reconcile.Config[types.NamespacedName]{
-		Name:         "podset",
-		Workers:      opts.Workers,
-		ResyncPeriod: opts.ResyncPeriod,
-		Logger:       opts.Logger,
-		Metrics:      opts.Metrics,
-		QueueMetrics: opts.QueueMetrics,
-	})
+	c.loop = reconcile.New(reconcile.Func[types.NamespacedName](c.reconcile), loopConfig(opts))
 	if err := c.loop.Watch(reconcile.FromInformer(c.podSets, reconcile.ByObject[*PodSet]())); err != nil {
 		return nil, fmt.Errorf("podset: %w", err)
 	}
-	if err := c.loop.Watch(&podSource{c: c}); err != nil {
+	// Both sources come from reconcile.FromInformer, so that read-your-writes
+	// knows their caches: a reconcile that created, deleted or patched Pods, or
+	// wrote a status, is not followed by another of the same PodSet until the
+	// Pod and PodSet caches show those writes.
+	if err := c.loop.Watch(reconcile.FromInformer(c.pods, c.podSetsOf, podEvents)); err != nil {
 		return nil, fmt.Errorf("podset: %w", err)
 	}
 	if opts.WrapPods != nil {
@@ -151,6 +148,23 @@ func New(m *manager.Manager, opts Options) (_ *Controller, err error) {
 		return nil, fmt.Errorf("podset: %w", err)
 	}
 	return c, nil
+}
+
+// loopConfig is the configuration of the controller's reconcile loop; opts has
+// its defaults applied.
+func loopConfig(opts Options) reconcile.Config[types.NamespacedName] {
+	cfg := reconcile.Config[types.NamespacedName]{
+		Name:         "podset",
+		Workers:      opts.Workers,
+		ResyncPeriod: opts.ResyncPeriod,
+		Logger:       opts.Logger,
+		Metrics:      opts.Metrics,
+		QueueMetrics: opts.QueueMetrics,
+	}
+	if opts.UnsafeNoReadYourWrites {
+		cfg.CacheWaitTimeout = -1
+	}
+	return cfg
 }
 
 // podInformer returns the Pod informer: m's shared one, indexed by controller, or,
@@ -175,6 +189,7 @@ func (c *Controller) podInformer(m *manager.Manager) (*informer.Informer[*corev1
 		Indexers:  indexers,
 		Transform: reflector.StripManagedFields[*corev1.Pod],
 		Logger:    c.opts.Logger,
+		Scope:     informer.Scope{Resource: schema.GroupResource{Resource: "pods"}, Namespace: c.opts.Namespace},
 	})
 	return pods, nil
 }
@@ -185,24 +200,18 @@ func (c *Controller) WaitForCache(ctx context.Context, rv string) error {
 	return c.podSets.WaitForResourceVersion(ctx, rv)
 }
 
-// satisfied reports whether the controller may create or delete Pods for key now,
-// and otherwise when to look again.
-func (c *Controller) satisfied(key types.NamespacedName) (bool, time.Duration) {
-	if c.opts.UnsafeSkipExpectations {
-		return true, 0
-	}
-	return c.exp.Satisfied(key)
-}
-
-// reconcile brings one PodSet's Pods in line with its spec.
+// reconcile brings one PodSet's Pods in line with its spec. It trusts its caches:
+// read-your-writes (see reconcile.TrackWrites; the manager's clients track) runs
+// it for a PodSet only once the Pod and PodSet caches show what its previous
+// reconcile of that PodSet wrote, so Pods it created are never missing from the
+// cache, nor Pods it deleted still in it.
 func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) (reconcile.Result, error) {
 	log := logr.FromContextOrDiscard(ctx)
 	// The cache is shared and read-only: nothing below changes ps, so no copy.
 	ps, err := c.podSets.Lister().Get(key.Namespace, key.Name)
 	if apierrors.IsNotFound(err) {
 		// Its Pods carry an owner reference to it: the garbage collector deletes
-		// them. The controller only forgets what it expected.
-		c.exp.Forget(key)
+		// them.
 		log.V(1).Info("PodSet gone, leaving its Pods to the garbage collector")
 		return reconcile.Result{}, nil
 	}
@@ -223,24 +232,12 @@ func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) (r
 	}
 	owned, claimErr := c.claim(ctx, ps, sel, candidates)
 
-	var result reconcile.Result
 	var manageErr error
 	if ps.DeletionTimestamp == nil && claimErr == nil {
-		if ok, wait := c.satisfied(key); ok {
-			manageErr = c.manage(ctx, key, ps, owned)
-		} else {
-			creations, deletions := c.exp.Pending(key)
-			log.V(1).Info("waiting for the cache to show earlier writes", "creations", creations, "deletions", deletions)
-			// The Pod events that meet the expectations enqueue the PodSet; this
-			// requeue is the fallback when they never come.
-			result.RequeueAfter = wait
-		}
+		manageErr = c.manage(ctx, ps, owned)
 	}
 	statusErr := c.writeStatus(ctx, ps, sel, owned)
-	if err := errors.Join(claimErr, manageErr, statusErr); err != nil {
-		return reconcile.Result{}, err
-	}
-	return result, nil
+	return reconcile.Result{}, errors.Join(claimErr, manageErr, statusErr)
 }
 
 // byController is the name of the Pod cache's index by controller: the UID of a
@@ -352,36 +349,18 @@ func (c *Controller) release(ctx context.Context, ps *PodSet, p *corev1.Pod) err
 	return nil
 }
 
-// manage creates or deletes Pods so that ps has its replicas, recording
-// expectations before each write.
-func (c *Controller) manage(ctx context.Context, key types.NamespacedName, ps *PodSet, owned []*corev1.Pod) error {
+// manage creates or deletes Pods so that ps has its replicas; owned are the Pods
+// it controls, from the cache.
+func (c *Controller) manage(ctx context.Context, ps *PodSet, owned []*corev1.Pod) error {
 	diff := len(owned) - ps.replicas()
 	switch {
 	case diff < 0:
-		n := min(-diff, maxBurst)
-		if !c.opts.UnsafeSkipExpectations {
-			c.exp.ExpectCreations(key, n)
-		}
-		created, err := slowStart(n, func() error { return c.createPod(ctx, ps) })
-		if !c.opts.UnsafeSkipExpectations {
-			// Creations that failed or were not attempted will never be observed.
-			for range n - created {
-				c.exp.CreationFailed(key)
-			}
-		}
+		_, err := slowStart(min(-diff, maxBurst), func() error { return c.createPod(ctx, ps) })
 		return err
 	case diff > 0:
 		victims := append([]*corev1.Pod(nil), owned...)
 		deletionOrder(victims)
-		victims = victims[:min(diff, maxBurst)]
-		uids := make([]string, len(victims))
-		for i, p := range victims {
-			uids[i] = string(p.UID)
-		}
-		if !c.opts.UnsafeSkipExpectations {
-			c.exp.ExpectDeletions(key, uids)
-		}
-		return c.deletePods(ctx, key, victims)
+		return c.deletePods(ctx, victims[:min(diff, maxBurst)])
 	}
 	return nil
 }
@@ -443,7 +422,7 @@ func (c *Controller) createPod(ctx context.Context, ps *PodSet) error {
 
 // deletePods deletes victims in parallel, each only if it is still the Pod the
 // cache showed (a UID precondition).
-func (c *Controller) deletePods(ctx context.Context, key types.NamespacedName, victims []*corev1.Pod) error {
+func (c *Controller) deletePods(ctx context.Context, victims []*corev1.Pod) error {
 	errs := make([]error, len(victims))
 	var wg sync.WaitGroup
 	for i, p := range victims {
@@ -454,8 +433,6 @@ func (c *Controller) deletePods(ctx context.Context, key types.NamespacedName, v
 				logr.FromContextOrDiscard(ctx).V(1).Info("deleted Pod", "pod", p.Name)
 				return
 			}
-			// No deletion event will come for this call: take the expectation back.
-			c.exp.DeletionObserved(key, string(uid))
 			if !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 				errs[i] = fmt.Errorf("podset: delete Pod %s/%s: %w", p.Namespace, p.Name, err)
 			}

@@ -36,11 +36,16 @@
 //     like any others. Release: a controlled Pod whose labels no longer match loses
 //     the owner reference, and is replaced. Both patches carry the Pod's UID as a
 //     precondition.
-//   - Never over-create: before creating or deleting, the controller records what it
-//     expects to see (Expectations) and does not create or delete for that PodSet
-//     again until its informer has shown every one of those Pods appear or go, or
-//     until Options.ExpectationsTimeout passes. A cache that lags behind the
-//     controller's own writes therefore never makes it write twice.
+//   - Never over-create, with no bookkeeping of its own: the controller writes
+//     through the manager's clients, which record the resourceVersion of every
+//     create, delete and patch a reconcile makes (reconcile.TrackWrites), and its
+//     two sources are reconcile.FromInformer sources whose informers name their
+//     collection (informer.Config.Scope). reconcile's read-your-writes then runs a
+//     PodSet's next reconcile only once the Pod and PodSet caches have reached
+//     those resourceVersions, or reconcile.DefaultCacheWaitTimeout after the
+//     writes. A cache that lags behind the controller's own writes by less than that
+//     therefore never makes it create or delete twice. Options.UnsafeNoReadYourWrites turns this
+//     off, for tests that show the race.
 //   - Creations start slowly (1, 2, 4, … in parallel), so a template the API server
 //     rejects costs one failed call per attempt; an invalid template or selector is a
 //     terminal error, not retried until the PodSet changes. A PodSet that cannot be

@@ -45,12 +45,11 @@ func podSetKey(ps *PodSet) types.NamespacedName {
 }
 
 // TestManageCreates: missing Pods are created from the template with a controller
-// reference, and recorded as expected until observed.
+// reference.
 func TestManageCreates(t *testing.T) {
 	c, client := manageFixture(Options{})
 	ps := testPodSet("ns", "web", "web")
-	key := podSetKey(ps)
-	if err := c.manage(t.Context(), key, ps, nil); err != nil {
+	if err := c.manage(t.Context(), ps, nil); err != nil {
 		t.Fatal(err)
 	}
 	list, err := client.CoreV1().Pods("ns").List(t.Context(), metav1.ListOptions{})
@@ -68,16 +67,10 @@ func TestManageCreates(t *testing.T) {
 			t.Errorf("owner references (-want +got):\n%s", diff)
 		}
 	}
-	if c, d := c.exp.Pending(key); c != 3 || d != 0 {
-		t.Errorf("pending = %d creations, %d deletions; want 3, 0", c, d)
-	}
-	if ok, _ := c.satisfied(key); ok {
-		t.Error("satisfied before the informer showed the Pods")
-	}
 }
 
-// TestManageCreateFailures: creations that fail are taken back from the
-// expectations; an invalid template is a terminal error.
+// TestManageCreateFailures: a failed creation ends the slow start after its batch
+// with a retriable error; an invalid template is a terminal error.
 func TestManageCreateFailures(t *testing.T) {
 	c, client := manageFixture(Options{})
 	var calls atomic.Int64
@@ -89,34 +82,33 @@ func TestManageCreateFailures(t *testing.T) {
 	})
 	ps := testPodSet("ns", "web", "web")
 	ps.Spec.Replicas = new(int32(10))
-	key := podSetKey(ps)
-	err := c.manage(t.Context(), key, ps, nil)
+	err := c.manage(t.Context(), ps, nil)
 	if !apierrors.IsInternalError(err) || errors.Is(err, reconcile.ErrTerminal) {
 		t.Errorf("manage = %v, want the retriable internal error", err)
 	}
-	// Slow start: 1 call, then 2 of which one fails; 2 Pods exist and are expected.
-	if n, _ := c.exp.Pending(key); n != 2 || calls.Load() != 3 {
-		t.Errorf("pending creations %d after %d calls; want 2 after 3", n, calls.Load())
+	// Slow start: 1 call, then 2 of which one fails, then no more: 2 Pods exist.
+	list, lerr := client.CoreV1().Pods("ns").List(t.Context(), metav1.ListOptions{})
+	if lerr != nil {
+		t.Fatal(lerr)
+	}
+	if len(list.Items) != 2 || calls.Load() != 3 {
+		t.Errorf("%d Pods after %d calls; want 2 after 3", len(list.Items), calls.Load())
 	}
 
 	c, client = manageFixture(Options{})
 	client.PrependReactor("create", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "", field.ErrorList{field.Required(field.NewPath("spec", "containers"), "")})
 	})
-	if err := c.manage(t.Context(), key, ps, nil); !errors.Is(err, reconcile.ErrTerminal) || !apierrors.IsInvalid(err) {
+	if err := c.manage(t.Context(), ps, nil); !errors.Is(err, reconcile.ErrTerminal) || !apierrors.IsInvalid(err) {
 		t.Errorf("manage with an invalid template = %v, want a terminal Invalid error", err)
-	}
-	if ok, _ := c.satisfied(key); !ok {
-		t.Error("expectations left after every creation failed")
 	}
 }
 
 // TestManageDeletes: surplus Pods go in deletion order, with UID preconditions;
-// a Pod already gone is no error, and failed deletions are not expected.
+// a Pod already gone is no error, any other failure is returned.
 func TestManageDeletes(t *testing.T) {
 	c, client := manageFixture(Options{})
 	ps := testPodSet("ns", "web", "web") // 3 replicas
-	key := podSetKey(ps)
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var owned []*corev1.Pod
 	for i, name := range []string{"a", "b", "c", "d", "e", "f"} {
@@ -145,32 +137,12 @@ func TestManageDeletes(t *testing.T) {
 		}
 		return true, nil, nil
 	})
-	err := c.manage(t.Context(), key, ps, owned)
+	err := c.manage(t.Context(), ps, owned)
 	if !apierrors.IsServiceUnavailable(err) {
 		t.Errorf("manage = %v, want the failure of d", err)
 	}
 	slices.Sort(deleted)
 	if diff := cmp.Diff([]string{"c", "d", "e"}, deleted); diff != "" {
 		t.Errorf("deleted (-want +got):\n%s", diff)
-	}
-	// Only c's deletion succeeded: d failed and e was gone already.
-	if cr, d := c.exp.Pending(key); cr != 0 || d != 1 {
-		t.Errorf("pending = %d creations, %d deletions; want 0, 1", cr, d)
-	}
-	c.exp.DeletionObserved(key, "pod-c")
-	if ok, _ := c.satisfied(key); !ok {
-		t.Error("not satisfied after the deletion was observed")
-	}
-}
-
-// TestManageWithoutExpectations: the test-only switch records nothing.
-func TestManageWithoutExpectations(t *testing.T) {
-	c, _ := manageFixture(Options{UnsafeSkipExpectations: true})
-	ps := testPodSet("ns", "web", "web")
-	if err := c.manage(t.Context(), podSetKey(ps), ps, nil); err != nil {
-		t.Fatal(err)
-	}
-	if cr, d := c.exp.Pending(podSetKey(ps)); cr != 0 || d != 0 {
-		t.Errorf("pending = %d, %d with expectations skipped", cr, d)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/ctrlkit/ctrlkit/examples/internal/discoverytest"
+	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/manager"
 	"github.com/ctrlkit/ctrlkit/reflector"
 )
@@ -53,6 +54,7 @@ func TestNewShares(t *testing.T) {
 	if _, err := pods.Indexer().ByIndex(byController, "orphan/ns"); err != nil {
 		t.Errorf("the shared Pod informer lacks the controller's index: %v", err)
 	}
+	checkScopes(t, c)
 	want := []string{
 		"podset waiting",
 		"podsets.examples.ctrlkit.dev in ns: 1 users",
@@ -64,19 +66,22 @@ func TestNewShares(t *testing.T) {
 }
 
 // TestNewWrapPods: with Options.WrapPods the Pod informer is the controller's own,
-// run by the manager beside the controller, and not shared.
+// run by the manager beside the controller, and not shared; its scope names the
+// Pods of the namespace, as the manager's would, for read-your-writes.
 func TestNewWrapPods(t *testing.T) {
 	m, err := manager.New(manager.Config{RESTConfig: discoverytest.Serve(t, served...)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	wrapped := 0
-	if _, err := New(m, Options{Namespace: "ns", WrapPods: func(lw reflector.ListerWatcher[*corev1.Pod]) reflector.ListerWatcher[*corev1.Pod] {
+	c, err := New(m, Options{Namespace: "ns", WrapPods: func(lw reflector.ListerWatcher[*corev1.Pod]) reflector.ListerWatcher[*corev1.Pod] {
 		wrapped++
 		return lw
-	}}); err != nil {
+	}})
+	if err != nil {
 		t.Fatal(err)
 	}
+	checkScopes(t, c)
 	if wrapped != 1 {
 		t.Errorf("WrapPods called %d times, want 1", wrapped)
 	}
@@ -87,6 +92,37 @@ func TestNewWrapPods(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, managerState(m)); diff != "" {
 		t.Errorf("manager (-want +got):\n%s", diff)
+	}
+}
+
+// checkScopes checks that both informers of c name their collection, so that
+// read-your-writes matches the controller's writes to them.
+func checkScopes(t *testing.T, c *Controller) {
+	t.Helper()
+	for _, tc := range []struct {
+		name      string
+		got, want informer.Scope
+	}{
+		{"Pod", c.pods.Scope(), informer.Scope{Resource: schema.GroupResource{Resource: "pods"}, Namespace: "ns"}},
+		{"PodSet", c.podSets.Scope(), informer.Scope{Resource: GroupVersionResource.GroupResource(), Namespace: "ns"}},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s informer's scope = %+v, want %+v", tc.name, tc.got, tc.want)
+		}
+		if !tc.got.Covers(tc.want.Resource, "ns") {
+			t.Errorf("%s informer's scope does not cover a write of %v in ns", tc.name, tc.want.Resource)
+		}
+	}
+}
+
+// TestLoopConfig: read-your-writes is on (the reconcile default) unless
+// Options.UnsafeNoReadYourWrites turns it off.
+func TestLoopConfig(t *testing.T) {
+	if got := loopConfig(Options{}).CacheWaitTimeout; got != 0 {
+		t.Errorf("CacheWaitTimeout = %v by default, want 0 (reconcile.DefaultCacheWaitTimeout)", got)
+	}
+	if got := loopConfig(Options{UnsafeNoReadYourWrites: true}).CacheWaitTimeout; got >= 0 {
+		t.Errorf("CacheWaitTimeout = %v with UnsafeNoReadYourWrites, want negative (off)", got)
 	}
 }
 

@@ -2,11 +2,14 @@ package podset
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -16,17 +19,20 @@ import (
 	"github.com/ctrlkit/ctrlkit/reflector/reflectortest"
 )
 
-// handlerFixture is a podHandler whose controller has a PodSet cache filled from an
-// in-memory server, and which records what it enqueues.
-type handlerFixture struct {
-	c *Controller
-	h *podHandler
+// sourceFixture runs the controller's Pod source, reconcile.FromInformer with
+// podSetsOf and podEvents, on an informer of an in-memory Pod server, beside a
+// PodSet cache filled from another, and records what the source enqueues.
+type sourceFixture struct {
+	c       *Controller
+	pods    *reflectortest.Server[*corev1.Pod]
+	barrier int // Pods made by sync so far
 
-	mu   sync.Mutex
-	keys []string
+	mu    sync.Mutex
+	keys  []string
+	added chan struct{} // capacity 1: a key was recorded
 }
 
-func newHandlerFixture(t *testing.T, sets ...*PodSet) *handlerFixture {
+func newSourceFixture(t *testing.T, sets ...*PodSet) *sourceFixture {
 	t.Helper()
 	server := reflectortest.NewServer[*PodSet](reflectortest.Config{})
 	for _, ps := range sets {
@@ -34,37 +40,99 @@ func newHandlerFixture(t *testing.T, sets ...*PodSet) *handlerFixture {
 			t.Fatal(err)
 		}
 	}
-	f := &handlerFixture{c: &Controller{podSets: informer.New(server, informer.Config[*PodSet]{})}}
-	f.h = &podHandler{c: f.c, enqueue: func(k types.NamespacedName, _ reconcile.Priority) {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		f.keys = append(f.keys, k.String())
-	}}
+	f := &sourceFixture{pods: reflectortest.NewServer[*corev1.Pod](reflectortest.Config{}), added: make(chan struct{}, 1)}
+	f.c = &Controller{
+		podSets: informer.New(server, informer.Config[*PodSet]{}),
+		pods:    informer.New(f.pods, informer.Config[*corev1.Pod]{}),
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); f.c.podSets.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	var wg sync.WaitGroup
+	wg.Go(func() { f.c.podSets.Run(ctx) })
+	wg.Go(func() { f.c.pods.Run(ctx) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	src := reconcile.FromInformer(f.c.pods, f.c.podSetsOf, podEvents)
+	stop, err := src.Start(func(k types.NamespacedName, _ reconcile.Priority) {
+		f.mu.Lock()
+		f.keys = append(f.keys, k.String())
+		f.mu.Unlock()
+		select {
+		case f.added <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
 	if err := f.c.podSets.WaitForSync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.c.pods.WaitForSync(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	return f
 }
 
-// took returns, sorted, and forgets the keys enqueued so far.
-func (f *handlerFixture) took() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	k := f.keys
-	f.keys = nil
-	slices.Sort(k)
-	return k
+// sync waits until the source has handled every change made so far: it creates a
+// Pod that a PodSet "barrier" controls, waits for that key (the informer hands the
+// changes over in order), and removes it from what was recorded.
+func (f *sourceFixture) sync(t *testing.T) {
+	t.Helper()
+	f.barrier++
+	b := testPod("ns", fmt.Sprintf("barrier-%d", f.barrier), "barrier", testPodSet("ns", "barrier", "barrier"))
+	if _, err := f.pods.Create(b); err != nil {
+		t.Fatal(err)
+	}
+	timeout := time.After(10 * time.Second)
+	for {
+		f.mu.Lock()
+		i := slices.Index(f.keys, "ns/barrier")
+		if i >= 0 {
+			f.keys = slices.Delete(f.keys, i, i+1)
+		}
+		f.mu.Unlock()
+		if i >= 0 {
+			return
+		}
+		select {
+		case <-f.added:
+		case <-timeout:
+			t.Fatal("the Pod source did not deliver the barrier Pod's owner")
+		}
+	}
 }
 
-func (f *handlerFixture) check(t *testing.T, step string, want ...string) {
+// check waits for the source to handle every change so far and compares the
+// keys it enqueued meanwhile, without repeats, with want; then forgets them.
+func (f *sourceFixture) check(t *testing.T, step string, want ...string) {
 	t.Helper()
-	if diff := cmp.Diff(want, f.took()); diff != "" {
+	f.sync(t)
+	f.mu.Lock()
+	k := f.keys
+	f.keys = nil
+	f.mu.Unlock()
+	slices.Sort(k)
+	if diff := cmp.Diff(want, slices.Compact(k), cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("%s: enqueued keys (-want +got):\n%s", step, diff)
 	}
+}
+
+func (f *sourceFixture) create(t *testing.T, p *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	p, err := f.pods.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func (f *sourceFixture) update(t *testing.T, p *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	p, err := f.pods.Update(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func testPodSet(ns, name, app string) *PodSet {
@@ -83,76 +151,75 @@ func testPod(ns, name, app string, owner *PodSet) *corev1.Pod {
 	return p
 }
 
-// TestPodHandler: a Pod event lowers its owner's expectations before enqueueing
-// the owner; orphans reach the PodSets that may adopt them (with a valid selector
-// that matches, not being deleted), and only those.
-func TestPodHandler(t *testing.T) {
+// TestPodSource: through the controller's Pod source, a Pod event enqueues the
+// PodSet that controls the Pod; orphans reach the PodSets that may adopt them (with
+// a valid selector that matches, not being deleted), and only those; a released
+// Pod reaches its old owner and the PodSets it now matches; an orphan's status
+// change or deletion, and a Pod of another controller, enqueue nothing.
+func TestPodSource(t *testing.T) {
 	web, web2, db := testPodSet("ns", "web", "web"), testPodSet("ns", "web2", "web"), testPodSet("ns", "db", "db")
 	elsewhere := testPodSet("other", "web", "web")
 	dying := testPodSet("ns", "dying", "web") // being deleted: adopts nothing
 	dying.DeletionTimestamp = new(metav1.Now())
 	empty := testPodSet("ns", "empty", "web") // an empty selector selects nothing
 	empty.Spec.Selector = &metav1.LabelSelector{}
-	f := newHandlerFixture(t, web, web2, db, elsewhere, dying, empty)
-	x := &f.c.exp
-	webKey := types.NamespacedName{Namespace: "ns", Name: "web"}
+	f := newSourceFixture(t, web, web2, db, elsewhere, dying, empty)
 
-	x.ExpectCreations(webKey, 2)
-	f.h.add(testPod("ns", "w1", "web", web), false)
+	f.create(t, testPod("ns", "w1", "web", web))
 	f.check(t, "owned Pod added", "ns/web")
-	if c, _ := x.Pending(webKey); c != 1 {
-		t.Errorf("creations pending after one add: %d, want 1", c)
-	}
 
-	f.h.add(testPod("ns", "o1", "web", nil), false)
+	o1 := f.create(t, testPod("ns", "o1", "web", nil))
 	f.check(t, "orphan added", "ns/web", "ns/web2")
-	f.h.add(testPod("ns", "o2", "cache", nil), true)
+	f.create(t, testPod("ns", "o2", "cache", nil))
 	f.check(t, "orphan nobody selects")
 
 	foreign := testPod("ns", "rs1", "web", nil)
 	foreign.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "x", UID: "rs", Controller: new(true)}}
-	f.h.add(foreign, false)
+	foreign = f.create(t, foreign)
 	f.check(t, "Pod of another controller")
+	foreign.Status.Phase = corev1.PodRunning
+	f.update(t, foreign)
+	f.check(t, "status of a Pod of another controller")
 
-	// Deletion: marked, then gone, lowers the expectation once.
-	w2 := testPod("ns", "w2", "web", web)
-	x.ExpectDeletions(webKey, []string{string(w2.UID), "other-uid"})
-	marked := w2.DeepCopy()
-	now := metav1.Now()
-	marked.DeletionTimestamp = &now
-	f.h.update(w2, marked)
+	// Deletion: marked, then gone.
+	w2 := f.create(t, testPod("ns", "w2", "web", web))
+	f.check(t, "second owned Pod added", "ns/web")
+	w2.DeletionTimestamp = new(metav1.Now())
+	f.update(t, w2)
 	f.check(t, "owned Pod marked for deletion", "ns/web")
-	if _, d := x.Pending(webKey); d != 1 {
-		t.Errorf("deletions pending after the mark: %d, want 1", d)
+	if _, err := f.pods.Delete("ns", "w2"); err != nil {
+		t.Fatal(err)
 	}
-	f.h.delete(informer.Deleted[*corev1.Pod]{Key: "ns/w2", Obj: marked})
 	f.check(t, "owned Pod deleted", "ns/web")
-	if _, d := x.Pending(webKey); d != 1 {
-		t.Errorf("deletions pending after the deletion: %d, want still 1", d)
-	}
 
 	// Release: the old owner and the PodSets the orphan now matches.
-	w3 := testPod("ns", "w3", "web", web)
-	relabelled := w3.DeepCopy()
-	relabelled.Labels = map[string]string{"app": "db"}
-	f.h.update(w3, relabelled)
+	w3 := f.create(t, testPod("ns", "w3", "web", web))
+	f.check(t, "third owned Pod added", "ns/web")
+	w3.Labels = map[string]string{"app": "db"}
+	w3 = f.update(t, w3)
 	f.check(t, "owned Pod relabelled", "ns/web")
-	released := relabelled.DeepCopy()
-	released.OwnerReferences = nil
-	f.h.update(relabelled, released)
+	w3.OwnerReferences = nil
+	w3 = f.update(t, w3)
 	f.check(t, "Pod released", "ns/db", "ns/web")
 
-	// An orphan's update that changes no label enqueues nothing.
-	status := released.DeepCopy()
-	status.Status.Phase = corev1.PodRunning
-	f.h.update(released, status)
+	// An orphan's update that changes no label enqueues nothing, nor its deletion.
+	w3.Status.Phase = corev1.PodRunning
+	f.update(t, w3)
 	f.check(t, "orphan's status changed")
-
-	f.h.delete(informer.Deleted[*corev1.Pod]{Key: "ns/o1", Obj: testPod("ns", "o1", "web", nil)})
-	f.check(t, "orphan deleted")
-	if c, _ := x.Pending(webKey); c != 1 {
-		t.Errorf("creations pending at the end: %d, want 1", c)
+	if _, err := f.pods.Delete(o1.Namespace, o1.Name); err != nil {
+		t.Fatal(err)
 	}
+	f.check(t, "orphan deleted")
+
+	// An orphan being deleted adopts nobody; relabelled, it reaches the new match.
+	o3 := testPod("ns", "o3", "web", nil)
+	o3.DeletionTimestamp = new(metav1.Now())
+	f.create(t, o3)
+	f.check(t, "orphan added while being deleted")
+	o2 := testPod("ns", "o2", "cache", nil)
+	o2.Labels = map[string]string{"app": "db"}
+	f.update(t, o2)
+	f.check(t, "orphan relabelled", "ns/db")
 }
 
 func TestControllerIndex(t *testing.T) {
