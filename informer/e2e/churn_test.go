@@ -41,10 +41,15 @@ type churn struct {
 // startChurn starts writers goroutines; build makes the object that a create or
 // an update of name writes, from the writer's random source (seeded per writer,
 // so a run's sequence of choices is fixed) and a number unique across writers:
-// two writers never write the same content, so no update is a no-op the server
-// would answer without an event.
+// two writers never write the same content, nor the content an object was
+// created with before the churn, so no update is a no-op the server would
+// answer without an event.
 func startChurn(t *testing.T, ns string, writers, names int, build func(rnd *rand.Rand, name string, i int) configMap) *churn {
 	s := &churn{c: admin(t).CoreV1().ConfigMaps(ns), stop: make(chan struct{})}
+	// The numbers start past those of the objects made before the churn
+	// (createConfigMaps numbers cm-i with i): an update of cm-37 numbered 37
+	// would write the content it was created with, a no-op without an event.
+	s.seq.Store(1 << 30)
 	for w := range writers {
 		s.wg.Go(func() {
 			rnd := rand.New(rand.NewPCG(uint64(w), 11))
