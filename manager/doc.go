@@ -27,7 +27,8 @@
 //   - Run returns nil when its context ends, or the first error that stopped it,
 //     naming the informer or controller it came from and wrapping its cause
 //     (errors.Is(err, reflector.ErrForbidden) works on an informer that could not
-//     list for lack of rights).
+//     list for lack of rights). A Runnable whose Run panics does not crash the
+//     process: the panic is recovered and returned as a *PanicError.
 //   - With Config.LeaderElection the process campaigns for one Lease; the
 //     informers run and stay synced whether it leads or not (warm standby), so a
 //     new leader reconciles at once. When the lease is lost the controllers stop

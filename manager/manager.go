@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -327,7 +328,7 @@ func (m *Manager) Run(ctx context.Context) (err error) {
 		e.running = true
 		e.mu.Unlock()
 		controllers.Go(func() {
-			err := e.r.Run(ctlCtx)
+			err := runRecovered(ctlCtx, e.r)
 			e.mu.Lock()
 			e.running, e.ended, e.err = false, true, err
 			e.mu.Unlock()
@@ -371,6 +372,25 @@ func (m *Manager) Run(ctx context.Context) (err error) {
 		failWith(reconcile.ErrLeadershipLost)
 	}
 	return result()
+}
+
+// PanicError is the error of a Runnable whose Run panicked: the manager
+// recovers it and stops as for any other error of a controller.
+type PanicError struct {
+	Value any    // what Run panicked with
+	Stack []byte // the goroutine's stack at the panic
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("manager: Run panicked: %v", e.Value) }
+
+// runRecovered runs r, turning a panic of its Run into a *PanicError.
+func runRecovered(ctx context.Context, r Runnable) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Value: v, Stack: debug.Stack()}
+		}
+	}()
+	return r.Run(ctx)
 }
 
 // waitForSync waits until every informer started so far has synced, or has been

@@ -293,3 +293,29 @@ func TestLeaderElection(t *testing.T) {
 		}
 	})
 }
+
+type panicking struct{}
+
+func (panicking) Run(context.Context) error { panic("boom") }
+
+// TestRunnablePanic: a Runnable whose Run panics does not crash the process:
+// Run returns a *PanicError naming it and stops the other controllers.
+func TestRunnablePanic(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newTestManager(t, Config{})
+		other := &runnable{name: "other"}
+		for _, r := range []Runnable{other, panicking{}} {
+			if err := m.Add(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		err := m.Run(t.Context())
+		var pe *PanicError
+		if !errors.As(err, &pe) || pe.Value != "boom" || len(pe.Stack) == 0 {
+			t.Fatalf("Run: %v, want a *PanicError", err)
+		}
+		if other.stopped.Load() != 1 {
+			t.Error("the other controller was still running when Run returned")
+		}
+	})
+}
