@@ -102,7 +102,7 @@ func TestReadYourWritesUnderDelayedWatch(t *testing.T) {
 					return reconcile.Result{RequeueAfter: time.Millisecond}, nil
 				})
 			start := time.Now()
-			runManager(ctx, t, m)
+			stop := runManager(ctx, t, m)
 			waitFor(t, time.Minute, "every count to reach the target", func() bool {
 				list, err := direct.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
 				if err != nil {
@@ -116,6 +116,9 @@ func TestReadYourWritesUnderDelayedWatch(t *testing.T) {
 				}
 				return done == objects
 			})
+			// The last update may be on the server before its reconcile has
+			// counted it: stop, which waits for the reconciles, before counting.
+			stop()
 			t.Logf("read-your-writes %s: %d updates, %d conflicts, %d stale skips, %d waits (%d timed out), %v",
 				tc.name, updates.Load(), conflicts.Load(), waits.skips.Load(), waits.waits.Load(), waits.timeouts.Load(), time.Since(start).Round(time.Millisecond))
 			if updates.Load() != objects*target {
