@@ -384,7 +384,7 @@ func (c *Controller[K]) worker(stop, abort context.Context) {
 			c.queue.Done(key)
 			return
 		}
-		if c.ryw != nil && !c.ryw.admit(key, time.Now()) {
+		if c.ryw != nil && !c.ryw.admit(key) {
 			// Its cache lags its last writes: the gate enqueues it again.
 			c.queue.Done(key)
 			continue

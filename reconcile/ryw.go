@@ -59,10 +59,13 @@ type write struct {
 
 // writeSlot collects the writes of the reconcile that a worker runs; one per
 // worker, found by the transport in the request's context. begin and end, once
-// per reconcile, cost two atomic operations when the reconcile wrote nothing.
+// per reconcile, cost one atomic load each when the reconcile wrote nothing:
+// the hot path stores nothing. A write that a goroutine of an earlier reconcile
+// makes after that reconcile returned is dropped by the next begin; one that
+// lands while the next reconcile runs counts as that reconcile's, which can only
+// make its key wait, boundedly, for a cache that is behind a real write.
 type writeSlot struct {
-	active atomic.Bool  // a reconcile runs; writes outside one are not its own
-	n      atomic.Int32 // len(writes)
+	n atomic.Int32 // len(writes)
 
 	mu     sync.Mutex
 	writes []write
@@ -71,19 +74,17 @@ type writeSlot struct {
 type slotKey struct{}
 
 func (s *writeSlot) begin() {
-	if s.n.Load() != 0 { // left by a write that raced with the last end
+	if s.n.Load() != 0 { // left by a write made between two reconciles
 		s.mu.Lock()
 		s.writes = s.writes[:0]
 		s.n.Store(0)
 		s.mu.Unlock()
 	}
-	s.active.Store(true)
 }
 
 // end returns the writes of the reconcile that ran since begin; the slice is
 // the slot's, valid until the next begin.
 func (s *writeSlot) end() []write {
-	s.active.Store(false)
 	if s.n.Load() == 0 {
 		return nil
 	}
@@ -97,10 +98,8 @@ func (s *writeSlot) end() []write {
 
 func (s *writeSlot) record(w write) {
 	s.mu.Lock()
-	if s.active.Load() {
-		s.writes = append(s.writes, w)
-		s.n.Add(1)
-	}
+	s.writes = append(s.writes, w)
+	s.n.Add(1)
 	s.mu.Unlock()
 }
 
@@ -287,10 +286,11 @@ func (g *rywGate[K]) require(key K, writes []write, now time.Time) {
 // admit reports whether key may be reconciled now. If not, it tells the
 // waiters of the caches it waits for to enqueue it again when they have
 // caught up (or its wait times out).
-func (g *rywGate[K]) admit(key K, now time.Time) bool {
+func (g *rywGate[K]) admit(key K) bool {
 	if g.waiting.Load() == 0 {
-		return true
+		return true // no clock read either: the common case costs one load
 	}
+	now := time.Now()
 	g.mu.Lock()
 	needs, ok := g.pending[key]
 	if !ok {
