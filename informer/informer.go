@@ -2,10 +2,12 @@ package informer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -140,6 +142,7 @@ type Informer[T reflector.Object] struct {
 	rvMu sync.Mutex
 	// appliedRV is the resourceVersion the cache has been brought up to.
 	appliedRV string
+	eventRV   string // of the last watch event applied (DataResourceVersion)
 	// appliedUnits counts the units (see queued) applied to the cache.
 	appliedUnits int64
 	// mark is a bookmark waiting for the units queued before it to be applied.
@@ -563,7 +566,7 @@ func (inf *Informer[T]) applyEvents(b deltafifo.Batch[T]) dispatch[T] {
 			break
 		}
 	}
-	inf.applied(int64(len(b.Deltas)), rv)
+	inf.applied(int64(len(b.Deltas)), rv, true)
 	return dispatch[T]{notes: notes}
 }
 
@@ -615,7 +618,7 @@ func (inf *Informer[T]) applyRelist(b deltafifo.Batch[T]) dispatch[T] {
 		}
 	}
 	inf.notes = notes
-	inf.applied(1, b.ResourceVersion)
+	inf.applied(1, b.ResourceVersion, false)
 	d := dispatch[T]{notes: notes}
 	if b.InitialList {
 		d.initial, d.list, d.keys = true, objs, keys
@@ -787,6 +790,75 @@ func (inf *Informer[T]) WaitForResourceVersion(ctx context.Context, rv string) e
 	}
 }
 
+// CatchUpGrace is how long CatchUp lets the cache's own events bring it to its
+// resourceVersion before it relists.
+const CatchUpGrace = 2 * time.Second
+
+// CatchUp waits until the cache has reached rv or, with rv "", everything the
+// server had when CatchUp was called (read with ServerResourceVersion). Where
+// the cache's own events do not bring it there within CatchUpGrace (its
+// collection is quiet, or rv comes from a change its selectors leave out), the
+// informer relists (reflector.Reflector.Relist), a consistent read that gets
+// it there: CatchUp takes seconds, not the minute until the server's next
+// periodic bookmark.
+//
+// It returns ctx.Err() if ctx ends first, ErrStopped if Run returns first, and
+// an error wrapping ErrInvalidResourceVersion for an rv that is not a
+// resourceVersion this informer can compare.
+func (inf *Informer[T]) CatchUp(ctx context.Context, rv string) error {
+	if rv == "" {
+		var err error
+		if rv, err = inf.ServerResourceVersion(ctx); err != nil {
+			return fmt.Errorf("informer %s: read the server's resourceVersion: %w", inf.Name(), err)
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, CatchUpGrace)
+	err := inf.WaitForResourceVersion(wctx, rv)
+	cancel()
+	if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return err
+	}
+	inf.log.V(1).Info("the cache is behind the resourceVersion to catch up with; relisting", "resourceVersion", rv, "cache", inf.LastAppliedResourceVersion())
+	inf.refl.Relist()
+	return inf.WaitForResourceVersion(ctx, rv)
+}
+
+// DataResourceVersion returns the resourceVersion of the newest change the
+// cache holds: the greatest among its objects' and its last watch event's
+// (a deletion's included), "" if it holds none. Unlike
+// LastAppliedResourceVersion, which lists and bookmarks also advance, this is
+// the resourceVersion of a change in the informer's own stream: another
+// informer of the same collection reaches it through its own events, without a
+// bookmark or a relist. It reads every cached object: O(objects).
+func (inf *Informer[T]) DataResourceVersion() string {
+	var newest uint64
+	for _, obj := range inf.idx.List() {
+		if n, err := strconv.ParseUint(obj.GetResourceVersion(), 10, 64); err == nil {
+			newest = max(newest, n)
+		}
+	}
+	inf.rvMu.Lock()
+	ev := inf.eventRV
+	inf.rvMu.Unlock()
+	if n, err := strconv.ParseUint(ev, 10, 64); err == nil {
+		newest = max(newest, n)
+	}
+	if newest == 0 {
+		return ""
+	}
+	return strconv.FormatUint(newest, 10)
+}
+
+// ServerResourceVersion returns the resourceVersion the server's collection is
+// at now, read with a consistent LIST of at most one object within the
+// informer's selectors; see reflector.Reflector.ServerResourceVersion.
+func (inf *Informer[T]) ServerResourceVersion(ctx context.Context) (string, error) {
+	return inf.refl.ServerResourceVersion(ctx)
+}
+
 // reachedLocked reports whether the cache is at rv or later. It requires rvMu held.
 func (inf *Informer[T]) reachedLocked(rv string) (bool, error) {
 	if inf.appliedRV == "" {
@@ -799,10 +871,14 @@ func (inf *Informer[T]) reachedLocked(rv string) (bool, error) {
 	return c >= 0, nil
 }
 
-// applied records that units more were applied to the cache, the last one at rv.
-func (inf *Informer[T]) applied(units int64, rv string) {
+// applied records that units more were applied to the cache, the last one at rv,
+// watch events if events.
+func (inf *Informer[T]) applied(units int64, rv string, events bool) {
 	inf.rvMu.Lock()
 	defer inf.rvMu.Unlock()
+	if events && rv != "" {
+		inf.eventRV = rv
+	}
 	inf.appliedUnits += units
 	if inf.mark.set && inf.appliedUnits >= inf.mark.at {
 		// The bookmark came after everything up to mark.at: it is the newest unless the

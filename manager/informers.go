@@ -58,6 +58,9 @@ type sharedInformer interface {
 	HasSynced() bool
 	Health() reflector.Health
 	LastAppliedResourceVersion() string
+	ServerResourceVersion(ctx context.Context) (string, error)
+	CatchUp(ctx context.Context, rv string) error
+	DataResourceVersion() string
 }
 
 // informerEntry is one shared informer and its users.

@@ -16,8 +16,10 @@ import (
 // been called); stopAll(cause) stops them and waits.
 // The elector runs on a context of its own, ended only once the controllers
 // have stopped, so that ReleaseOnCancel never frees the lock while a reconcile
-// still runs.
-func (m *Manager) lead(ctx context.Context, startAll func(), stopAll func(cause error)) (lost bool, err error) {
+// still runs. A term's controllers start once the caches have reached the floor
+// (floor.go); a leader that stops while holding the lock publishes its own.
+// fail stops Run with an error.
+func (m *Manager) lead(ctx context.Context, startAll func(), stopAll func(cause error), fail func(error)) (lost bool, err error) {
 	le := m.cfg.LeaderElection
 	if le.Lock == nil {
 		return false, fmt.Errorf("manager: LeaderElection.Lock is nil")
@@ -31,8 +33,16 @@ func (m *Manager) lead(ctx context.Context, startAll func(), stopAll func(cause 
 		Name:            "manager",
 		Callbacks: leaderelection.LeaderCallbacks{
 			// The elector calls this in a goroutine of its own; starting is quick.
-			OnStartedLeading: func(context.Context) {
+			OnStartedLeading: func(lctx context.Context) {
 				m.log.Info("leader election won", "lock", le.Lock.Describe())
+				if !m.cfg.UnsafeNoLeaderFloor {
+					if err := m.catchUp(lctx); err != nil {
+						if lctx.Err() == nil {
+							fail(err)
+						}
+						return
+					}
+				}
 				startAll()
 			},
 			OnStoppedLeading: func() {},
@@ -59,6 +69,8 @@ func (m *Manager) lead(ctx context.Context, startAll func(), stopAll func(cause 
 		stopAll(reconcile.ErrLeadershipLost)
 	} else {
 		stopAll(context.Canceled)
+		m.publishFloor(electCtx) // if a term started: the lock is still held
+
 	}
 	stopElect()
 	<-electDone

@@ -59,7 +59,18 @@ type Config struct {
 	// the lock (reconcile.NewLeaseLock makes one); the informers run and stay
 	// synced in any case, so that a new leader starts from warm caches. Leave the
 	// controllers' own reconcile.Config.LeaderElection nil then.
+	//
+	// A new leader starts its controllers only once its caches have reached the
+	// floor: what the previous leader read and wrote, which a leader that stops
+	// while holding a Lease lock publishes on the Lease named after the lock with
+	// FloorLeaseSuffix (the lock's RBAC must allow creating and updating it), or,
+	// failing that, what the server holds when the term starts. See LastTakeover.
 	LeaderElection *reconcile.LeaderElection
+
+	// UnsafeNoLeaderFloor starts a new leader's controllers at once, whatever
+	// its caches hold: a warm standby's caches may lag what the previous leader
+	// wrote, and its first reconciles act on that. For comparisons only.
+	UnsafeNoLeaderFloor bool
 
 	// Scheme resolves the Go types of typed informers and the objects events are
 	// about. Default: client-go's kubernetes/scheme.Scheme (every built-in type).
@@ -113,6 +124,10 @@ type Manager struct {
 	startInformer func(*informerEntry)    // nil unless running
 	startRunnable func(*runnableEntry)    // nil unless controllers may run
 	broadcaster   events.EventBroadcaster // nil unless running
+	// The leader floor (floor.go).
+	writes   reconcile.WriteLog // every write made through the manager's clients
+	term     int32              // this term's number while leading, -1 if unknown
+	takeover *Takeover          // how the last term started
 }
 
 type runState int
@@ -156,6 +171,7 @@ func New(cfg Config) (*Manager, error) {
 		byPointer: map[any]*informerEntry{},
 		clients:   map[clientKey]rest.Interface{},
 		recorders: map[string]events.EventRecorder{},
+		term:      -1,
 	}
 	if m.scheme == nil {
 		m.scheme = scheme.Scheme
@@ -165,7 +181,8 @@ func New(cfg Config) (*Manager, error) {
 	}
 	// Writes made from a Reconcile through the manager's clients (or clients
 	// built from RESTConfig()) are reported to its controller (read-your-writes).
-	m.rest = reconcile.TrackWrites(m.rest)
+	// Every write is also logged, for the floor a leader hands over.
+	m.rest = reconcile.TrackWritesTo(m.rest, &m.writes)
 	var err error
 	if m.http, err = rest.HTTPClientFor(m.rest); err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
@@ -365,7 +382,7 @@ func (m *Manager) Run(ctx context.Context) (err error) {
 		stopAll(context.Canceled)
 		return result()
 	}
-	lost, err := m.lead(runCtx, startAll, stopAll)
+	lost, err := m.lead(runCtx, startAll, stopAll, failWith)
 	if err != nil {
 		failWith(err)
 	} else if lost {

@@ -45,7 +45,7 @@ type CacheWaitMetrics interface {
 // or protobuf, which is read once more in memory.
 func TrackWrites(cfg *rest.Config) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return writeTracker{rt} })
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return writeTracker{rt: rt} })
 	return cfg
 }
 
@@ -103,12 +103,65 @@ func (s *writeSlot) record(w write) {
 	s.mu.Unlock()
 }
 
-type writeTracker struct{ rt http.RoundTripper }
+// TrackWritesTo is TrackWrites that also records every write the clients
+// make, inside a Reconcile or not, in log.
+func TrackWritesTo(cfg *rest.Config, log *WriteLog) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return writeTracker{rt, log} })
+	return cfg
+}
+
+// WriteLog records the newest resourceVersion written per resource and
+// namespace through the clients of a rest.Config from TrackWritesTo. Package
+// manager publishes it, with its caches' progress, when it hands leadership
+// over. The zero WriteLog is ready to use; it is safe for concurrent use.
+type WriteLog struct {
+	mu     sync.Mutex
+	newest map[writeScope]uint64
+}
+
+type writeScope struct {
+	gr schema.GroupResource
+	ns string
+}
+
+func (l *WriteLog) record(w write) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.newest == nil {
+		l.newest = map[writeScope]uint64{}
+	}
+	k := writeScope{w.gr, w.ns}
+	l.newest[k] = max(l.newest[k], w.rv)
+}
+
+// Newest returns the newest resourceVersion written to an object of a
+// resource and namespace that covers accepts (informer.Scope.Covers, say),
+// and false if there was none.
+func (l *WriteLog) Newest(covers func(gr schema.GroupResource, ns string) bool) (string, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var rv uint64
+	for k, v := range l.newest {
+		if covers(k.gr, k.ns) {
+			rv = max(rv, v)
+		}
+	}
+	if rv == 0 {
+		return "", false
+	}
+	return strconv.FormatUint(rv, 10), true
+}
+
+type writeTracker struct {
+	rt  http.RoundTripper
+	log *WriteLog // nil unless TrackWritesTo
+}
 
 func (t writeTracker) RoundTrip(req *http.Request) (*http.Response, error) {
 	slot, _ := req.Context().Value(slotKey{}).(*writeSlot)
 	switch {
-	case slot == nil:
+	case slot == nil && t.log == nil:
 		return t.rt.RoundTrip(req)
 	case req.Method != http.MethodPost && req.Method != http.MethodPut && req.Method != http.MethodPatch && req.Method != http.MethodDelete:
 		return t.rt.RoundTrip(req)
@@ -139,7 +192,13 @@ func (t writeTracker) RoundTrip(req *http.Request) (*http.Response, error) {
 	if k.Namespace != "" {
 		ns = k.Namespace
 	}
-	slot.record(write{gr: gr, ns: ns, rv: rv})
+	w := write{gr: gr, ns: ns, rv: rv}
+	if slot != nil {
+		slot.record(w)
+	}
+	if t.log != nil {
+		t.log.record(w)
+	}
 	return resp, nil
 }
 

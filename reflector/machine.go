@@ -381,6 +381,9 @@ func (m *machine[T]) watch(ctx context.Context, s watching) state {
 		opts := m.options()
 		opts.ResourceVersion = m.lastRV
 		opts.AllowWatchBookmarks = true
+		if m.r.relistWanted.Swap(false) {
+			return m.relist("") // Relist
+		}
 		var c context.CancelFunc
 		wctx, c = m.watchContext(ctx, &opts)
 		start = time.Now()
@@ -401,6 +404,20 @@ func (m *machine[T]) watch(ctx context.Context, s watching) state {
 	}
 	defer cancel()
 	defer w.Stop()
+	// Relist ends this watch through wctx, with errRelistRequested.
+	wctx, endWatch := context.WithCancelCause(wctx)
+	defer endWatch(nil)
+	m.r.mu.Lock()
+	m.r.endWatch = endWatch
+	m.r.mu.Unlock()
+	defer func() {
+		m.r.mu.Lock()
+		m.r.endWatch = nil
+		m.r.mu.Unlock()
+	}()
+	if m.r.relistWanted.Load() {
+		endWatch(errRelistRequested) // asked for while this watch was opening
+	}
 	// A ListerWatcher that does not end the stream when the request's time is
 	// up (client-go's fake clients do not) is stopped then, and the loop below
 	// sees the stream end, as after a timeout. This costs nothing per event,
@@ -452,6 +469,11 @@ func (m *machine[T]) watch(ctx context.Context, s watching) state {
 			if ctx.Err() != nil {
 				return nil
 			}
+			if context.Cause(wctx) == errRelistRequested {
+				m.r.relistWanted.Store(false)
+				m.r.log.V(4).Info("watch ended for a relist", "events", events)
+				return m.relist("")
+			}
 			if events == 0 && time.Since(start) < shortWatch {
 				return m.fail("watch", errShortWatch, watching{})
 			}
@@ -461,6 +483,12 @@ func (m *machine[T]) watch(ctx context.Context, s watching) state {
 		events++
 		if e.Type == watch.Error {
 			m.leave(&p)
+			if context.Cause(wctx) == errRelistRequested {
+				// The client's report of the stream it was told to close.
+				m.r.relistWanted.Store(false)
+				m.r.log.V(4).Info("watch ended for a relist", "events", events)
+				return m.relist("")
+			}
 			if clientSide(e.Object) {
 				return m.clientFailed(apierrors.FromObject(e.Object))
 			}

@@ -2,6 +2,7 @@ package reflector
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -297,9 +299,14 @@ type Reflector[T Object] struct {
 	reuseKey ReuseKeyStore[T]
 
 	started atomic.Bool
+	// relistWanted is set by Relist until the reflector lists again.
+	relistWanted atomic.Bool
 
-	mu     sync.Mutex
-	health Health // guarded by mu
+	mu sync.Mutex
+	// endWatch ends the open watch for Relist; nil when none is open.
+	// Guarded by mu.
+	endWatch context.CancelCauseFunc
+	health   Health // guarded by mu
 	// watchSince is when the open watch started, zero when no watch is open or
 	// it has settled (see settleLocked). Guarded by mu.
 	watchSince time.Time
@@ -332,6 +339,45 @@ func New[T Object](lw ListerWatcher[T], store Store[T], cfg Config[T]) *Reflecto
 		r.reuseKey, _ = store.(ReuseKeyStore[T])
 	}
 	return r
+}
+
+// errRelistRequested ends a watch for Relist.
+var errRelistRequested = errors.New("reflector: relist requested")
+
+// Relist makes the reflector list again now, with a consistent read, so that
+// the store reaches what the server holds (a resourceVersion no event of its
+// own brings it to: its collection is quiet, or the change was outside its
+// selectors), rather than at the server's next periodic bookmark, about a
+// minute away. The open watch, if any, ends; the list replaces the store's
+// contents as any relist does (an informer keeps the objects that did not
+// change and tells its handlers only of changes). Safe to call from any
+// goroutine, at any time; calls while one is pending add nothing.
+func (r *Reflector[T]) Relist() {
+	if r.relistWanted.Swap(true) {
+		return
+	}
+	r.mu.Lock()
+	end := r.endWatch
+	r.mu.Unlock()
+	if end != nil {
+		end(errRelistRequested)
+	}
+}
+
+// ServerResourceVersion returns the resourceVersion the server's collection
+// is at now, read with a consistent LIST of at most one object within the
+// reflector's selectors: once the store has reached it, the store has seen
+// every change the server had made when ServerResourceVersion was called.
+func (r *Reflector[T]) ServerResourceVersion(ctx context.Context) (string, error) {
+	opts := metav1.ListOptions{LabelSelector: r.cfg.LabelSelector, FieldSelector: r.cfg.FieldSelector, Limit: 1}
+	_, lm, err := r.lw.List(ctx, opts)
+	if err != nil {
+		return "", err
+	}
+	if lm.ResourceVersion == "" {
+		return "", errors.New("reflector: the server's list carried no resourceVersion")
+	}
+	return lm.ResourceVersion, nil
 }
 
 // Name returns the reflector's name, Config.Name or its default.

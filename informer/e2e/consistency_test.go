@@ -3,7 +3,10 @@
 package e2e
 
 import (
+	"context"
+	"strconv"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -64,4 +67,66 @@ func TestReadYourWrites(t *testing.T) {
 			t.Fatalf("round %d: deleted object still cached: %v", i, err)
 		}
 	}
+}
+
+// TestCatchUpOnAQuietCollection: CatchUp brings the cache of a collection that
+// nothing changes to what the server holds now, which writes elsewhere have
+// moved past the cache's last resourceVersion, within seconds (by one relist
+// at most): the server's own bookmarks would take about a minute.
+func TestCatchUpOnAQuietCollection(t *testing.T) {
+	ctx := t.Context()
+	quiet := env.Namespace(t)
+	createConfigMaps(t, quiet, 3, 1)
+	// Paginated lists and plain watches, which the server bookmarks about once a
+	// minute (its streaming lists' watches get bookmarks sooner).
+	inf := informer.New(reflector.FromTyped(admin(t).CoreV1().ConfigMaps(quiet)), informer.Config[configMap]{
+		Reflector: reflector.Config[configMap]{WatchList: reflector.WatchListOff},
+	})
+	testrun.Run(t, inf.Run)
+	if err := inf.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 3 {
+		createConfigMaps(t, env.Namespace(t), 5, 1) // the server moves on; the quiet collection does not
+		before := inf.LastAppliedResourceVersion()
+		server, err := inf.ServerResourceVersion(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rvOfString(t, server) <= rvOfString(t, before) {
+			t.Fatalf("round %d: the server is at %s, the cache at %s: the test needs the server ahead", round, server, before)
+		}
+		start := time.Now()
+		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		err = inf.CatchUp(cctx, "")
+		cancel()
+		if err != nil {
+			t.Fatalf("round %d: CatchUp from %s to the server's %s: %v (after %v)", round, before, server, err, time.Since(start))
+		}
+		if after := inf.LastAppliedResourceVersion(); rvOfString(t, after) < rvOfString(t, server) {
+			t.Fatalf("round %d: CatchUp returned with the cache at %s, below %s", round, after, server)
+		}
+		h := inf.Health()
+		if h.Stats.Failures != 0 || h.Stats.Lists > int64(round)+2 {
+			t.Fatalf("round %d: %+v: %v", round, h.Stats, h.LastError)
+		}
+		t.Logf("round %d: cache %s -> %s (server %s) in %v; %+v", round, before, inf.LastAppliedResourceVersion(), server, time.Since(start), h.Stats)
+	}
+	// Still in step: a change of the collection reaches the cache.
+	created, err := admin(t).CoreV1().ConfigMaps(quiet).Create(ctx, newConfigMap("after", 0), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := inf.WaitForResourceVersion(ctx, created.ResourceVersion); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func rvOfString(t *testing.T, rv string) uint64 {
+	t.Helper()
+	n, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil {
+		t.Fatalf("resourceVersion %q: %v", rv, err)
+	}
+	return n
 }
