@@ -31,7 +31,12 @@
 //     process: the panic is recovered and returned as a *PanicError.
 //   - With Config.LeaderElection the process campaigns for one Lease; the
 //     informers run and stay synced whether it leads or not (warm standby), so a
-//     new leader reconciles at once. When the lease is lost the controllers stop
+//     new leader reconciles at once, yet never on a cache older than what the
+//     previous leader read or wrote: its controllers start once every informer
+//     has reached the floor the previous leader published when it handed over
+//     (usually there already), or, after a crash or a cut, what the server held
+//     when the term began (see LastTakeover and FloorLeaseSuffix). When the
+//     lease is lost the controllers stop
 //     at once (reconciles in flight are cancelled, not drained) and Run returns
 //     reconcile.ErrLeadershipLost.
 //   - Events: EventRecorder returns a client-go tools/events recorder per
