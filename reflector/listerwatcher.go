@@ -166,11 +166,15 @@ func pointers[T interface{ *E }, E any](items []E) []T {
 
 func listMeta(list runtime.Object) (metav1.ListMeta, error) {
 	if lm, ok := any(list).(metav1.ListInterface); ok {
-		return metav1.ListMeta{
+		out := metav1.ListMeta{
 			ResourceVersion:    lm.GetResourceVersion(),
 			Continue:           lm.GetContinue(),
 			RemainingItemCount: lm.GetRemainingItemCount(),
-		}, nil
+		}
+		if si, ok := lm.(interface{ GetShardInfo() *metav1.ShardInfo }); ok {
+			out.ShardInfo = si.GetShardInfo()
+		}
+		return out, nil
 	}
 	la, err := meta.ListAccessor(list)
 	if err != nil {
@@ -207,6 +211,7 @@ func (d dynamicLW) List(ctx context.Context, opts metav1.ListOptions) ([]*unstru
 		ResourceVersion:    list.GetResourceVersion(),
 		Continue:           list.GetContinue(),
 		RemainingItemCount: list.GetRemainingItemCount(),
+		ShardInfo:          unstructuredShardInfo(list),
 	}, nil
 }
 
@@ -273,4 +278,13 @@ func WithProtobuf(cfg *rest.Config) *rest.Config {
 	c.ContentType = runtime.ContentTypeProtobuf
 	c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	return c
+}
+
+// unstructuredShardInfo reads a dynamic list's metadata.shardInfo.
+func unstructuredShardInfo(list *unstructured.UnstructuredList) *metav1.ShardInfo {
+	sel, found, err := unstructured.NestedString(list.Object, "metadata", "shardInfo", "selector")
+	if err != nil || !found {
+		return nil
+	}
+	return &metav1.ShardInfo{Selector: sel}
 }

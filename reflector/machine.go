@@ -66,8 +66,9 @@ func (backingOff) isState() {}
 // machine is the state of one Run: owned by the Run goroutine, so not
 // locked. What other goroutines may read lives in Reflector.health.
 type machine[T Object] struct {
-	r   *Reflector[T]
-	cfg Config[T] // with defaults applied
+	shardMode string // Health.ShardFiltering as last recorded
+	r         *Reflector[T]
+	cfg       Config[T] // with defaults applied
 
 	backoff backoff
 	// streamUnsupported is set in WatchListAuto mode once the server has
@@ -171,6 +172,9 @@ func (m *machine[T]) list(ctx context.Context, s listing) state {
 			return m.listFailed(err, s)
 		}
 		m.heard()
+		if first && !m.cfg.Shard.IsZero() && lm.ShardInfo != nil {
+			m.shardFiltering(ShardFilteringServer)
+		}
 		if first {
 			rv = lm.ResourceVersion
 			if s.rv == "0" && lm.Continue != "" && opts.Limit > 0 {
@@ -187,7 +191,9 @@ func (m *machine[T]) list(ctx context.Context, s listing) state {
 				return m.fail("list", errors.New("the list holds a nil item"), s)
 			}
 			if fromStore != nil && fromStore[i] {
-				items = append(items, obj) // the store's own, transformed
+				if m.inShard(obj) {
+					items = append(items, obj) // the store's own, transformed
+				}
 				continue
 			}
 			out, err := applyTransform(obj, m.cfg.Transform)
@@ -195,7 +201,9 @@ func (m *machine[T]) list(ctx context.Context, s listing) state {
 				m.refused(&RefusedError{Key: objectKey(obj), ResourceVersion: obj.GetResourceVersion(), Err: err})
 				continue
 			}
-			items = append(items, m.reuse(out))
+			if m.inShard(out) {
+				items = append(items, m.reuse(out))
+			}
 		}
 		if lm.Continue == "" {
 			break
@@ -297,6 +305,9 @@ func (m *machine[T]) stream(ctx context.Context, s streaming) state {
 			// The store's own, transformed: neither decoded nor transformed.
 			listed++
 			fromStore++
+			if !m.inShard(so.obj) {
+				continue
+			}
 			if e.Type == watch.Added {
 				buf.add(so.obj)
 			} else {
@@ -322,9 +333,13 @@ func (m *machine[T]) stream(ctx context.Context, s streaming) state {
 		}
 		switch ev := ev.(type) {
 		case added[T]:
-			buf.add(m.reuse(ev.obj))
+			if m.inShard(ev.obj) {
+				buf.add(m.reuse(ev.obj))
+			}
 		case modified[T]:
-			buf.set(m.reuse(ev.obj))
+			if m.inShard(ev.obj) {
+				buf.set(m.reuse(ev.obj))
+			}
 		case deleted[T]:
 			buf.remove(ev.obj)
 		case bookmark:
@@ -335,6 +350,11 @@ func (m *machine[T]) stream(ctx context.Context, s streaming) state {
 			// the store synced sees the counts too.
 			m.countListed(listed, fromStore)
 			listed, fromStore = 0, 0
+			if !m.cfg.Shard.IsZero() && m.shardMode != ShardFilteringClient {
+				// A whole streaming list without another shard's object: the
+				// server filtered (its streams carry no ShardInfo to say so).
+				m.shardFiltering(ShardFilteringServer)
+			}
 			if err := m.r.store.Replace(buf.items, ev.rv); err != nil {
 				stop()
 				return m.fail("store", fmt.Errorf("replace: %w", err), s)
@@ -514,6 +534,14 @@ func (m *machine[T]) watch(ctx context.Context, s watching) state {
 				}
 			}
 			ev = watchEvent[T]{kind: kindRefused, rv: ref.ResourceVersion}
+		} else if (ev.kind == kindAdded || ev.kind == kindModified || ev.kind == kindDeleted) && !m.inShard(ev.obj) {
+			// Another shard's: only its resourceVersion, as a bookmark.
+			ev = watchEvent[T]{kind: kindBookmark, rv: ev.resourceVersion()}
+			if err := m.apply(ev); err != nil {
+				m.leave(&p)
+				m.heard()
+				return m.fail("store", err, watching{})
+			}
 		} else if err := m.apply(ev); err != nil {
 			m.leave(&p)
 			m.heard()
@@ -683,7 +711,7 @@ func (m *machine[T]) fail(verb string, err error, retry state) state {
 
 // options returns the ListOptions common to every request.
 func (m *machine[T]) options() metav1.ListOptions {
-	return metav1.ListOptions{LabelSelector: m.cfg.LabelSelector, FieldSelector: m.cfg.FieldSelector}
+	return metav1.ListOptions{LabelSelector: m.cfg.LabelSelector, FieldSelector: m.cfg.FieldSelector, ShardSelector: m.cfg.Shard.Selector()}
 }
 
 // watchContext sets a random timeout in opts and returns the context for
@@ -870,4 +898,28 @@ func countTrue(b []bool) int {
 		}
 	}
 	return n
+}
+
+// inShard reports whether obj is in the reflector's shard (every object without
+// one). An object outside it is the server's sign that it does not filter.
+func (m *machine[T]) inShard(obj T) bool {
+	if m.cfg.Shard.IsZero() {
+		return true
+	}
+	if m.cfg.Shard.Contains(obj.GetNamespace(), string(obj.GetUID())) {
+		return true
+	}
+	m.shardFiltering(ShardFilteringClient)
+	return false
+}
+
+// shardFiltering records who filters the shard.
+func (m *machine[T]) shardFiltering(mode string) {
+	if m.shardMode == mode {
+		return
+	}
+	m.shardMode = mode
+	m.r.mu.Lock()
+	m.r.health.ShardFiltering = mode
+	m.r.mu.Unlock()
 }

@@ -135,6 +135,10 @@ type Config[T Object] struct {
 	// --field-selector. Run returns an error if one does not parse.
 	LabelSelector string
 	FieldSelector string
+	// Shard, if set, restricts the reflector to one shard of the collection
+	// (see Shard), filtered by the server where it can and by the reflector
+	// where it cannot. Objects are hashed after Transform.
+	Shard Shard
 
 	// PageSize is the limit of each LIST page. 0 means 500; a negative value
 	// asks for whole lists. Lists at a known resourceVersion are not
@@ -241,6 +245,12 @@ type Health struct {
 	RetryAt time.Time
 	// Stats counts what happened since Run started.
 	Stats Stats
+	// ShardFiltering says, with Config.Shard set, who keeps objects outside
+	// the shard out: ShardFilteringServer once a LIST's answer carried
+	// ShardInfo or a streaming list brought no object outside the shard,
+	// ShardFilteringClient once the server sent an object outside the shard
+	// (it stays so); "" before the first list (or without a Shard).
+	ShardFiltering string
 }
 
 // Stats are cumulative counters of a Reflector.
@@ -369,7 +379,7 @@ func (r *Reflector[T]) Relist() {
 // reflector's selectors: once the store has reached it, the store has seen
 // every change the server had made when ServerResourceVersion was called.
 func (r *Reflector[T]) ServerResourceVersion(ctx context.Context) (string, error) {
-	opts := metav1.ListOptions{LabelSelector: r.cfg.LabelSelector, FieldSelector: r.cfg.FieldSelector, Limit: 1}
+	opts := metav1.ListOptions{LabelSelector: r.cfg.LabelSelector, FieldSelector: r.cfg.FieldSelector, ShardSelector: r.cfg.Shard.Selector(), Limit: 1}
 	_, lm, err := r.lw.List(ctx, opts)
 	if err != nil {
 		return "", err
@@ -447,6 +457,9 @@ func (c Config[T]) validate() (Config[T], error) {
 	}
 	if _, err := fields.ParseSelector(c.FieldSelector); err != nil {
 		return c, fmt.Errorf("reflector: invalid FieldSelector %q: %w", c.FieldSelector, err)
+	}
+	if err := c.Shard.validate(); err != nil {
+		return c, err
 	}
 	switch {
 	case c.PageSize == 0:

@@ -313,6 +313,7 @@ func (l *restLW[T, E]) protoList(body []byte, lookup lookupFunc[T]) ([]T, []bool
 		ResourceVersion:    string(lb.resourceVersion),
 		Continue:           string(lb.continueToken),
 		RemainingItemCount: lb.remaining,
+		ShardInfo:          lb.shardInfo,
 	}
 	items := make([]T, 0, len(lb.items))
 	var fromStore []bool

@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
 	"io"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // This file reads the protobuf wire format of the Kubernetes API just far
@@ -15,7 +17,8 @@ import (
 //     message: typeMeta (1: apiVersion 1, kind 2), raw (2) holding the object's
 //     own message, contentEncoding (3), contentType (4).
 //   - A list's message holds its ListMeta in field 1 (resourceVersion 2,
-//     continue 3, remainingItemCount 4) and one item message per field 2.
+//     continue 3, remainingItemCount 4, shardInfo 5 with its selector in 1)
+//     and one item message per field 2.
 //   - A watch stream is a sequence of frames, each a 4-byte big-endian length
 //     and a metav1.WatchEvent message: type (1) and object (2), a RawExtension
 //     whose raw (1) is a protobuf body as above.
@@ -190,6 +193,7 @@ func readKey(obj []byte) (k wireKey, ok bool, err error) {
 type listBody struct {
 	resourceVersion, continueToken []byte
 	remaining                      *int64
+	shardInfo                      *metav1.ShardInfo // ListMeta field 5 (KEP-5866)
 	// items are the item messages, aliasing the body.
 	items [][]byte
 }
@@ -231,6 +235,18 @@ func readList(b []byte) (listBody, error) {
 				case g.num == 4 && g.typ == 0:
 					v := int64(g.u)
 					l.remaining = &v
+				case g.num == 5 && g.typ == 2:
+					l.shardInfo = &metav1.ShardInfo{}
+					for si := g.data; len(si) > 0; {
+						h, rest, err := nextField(si)
+						if err != nil {
+							return l, err
+						}
+						si = rest
+						if h.num == 1 && h.typ == 2 {
+							l.shardInfo.Selector = string(h.data)
+						}
+					}
 				}
 			}
 		case 2:

@@ -38,7 +38,8 @@ func TestMain(m *testing.M) {
 		// Secrets have no watch cache: lists and watches of them reach etcd,
 		// which paginates at resourceVersion "0" and forgets compacted
 		// history at once.
-		APIServerFlags: []string{"--watch-cache-sizes=secrets#0"},
+		// Sharded list and watch (KEP-5866) is alpha in this kube-apiserver.
+		APIServerFlags: []string{"--watch-cache-sizes=secrets#0", "--feature-gates=ShardedListAndWatch=true"},
 		Users:          []testenv.User{{Name: userLister}, {Name: userNSReader}},
 	}, &env, leakcheck.Check))
 }

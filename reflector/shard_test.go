@@ -1,0 +1,147 @@
+package reflector
+
+import (
+	"fmt"
+	"strconv"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/sharding"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/ctrlkit/ctrlkit/reflector/reflectortest"
+)
+
+// TestShardMatchesKubernetesHash: Shard's selector string and membership agree
+// with k8s.io/apimachinery/pkg/sharding's, for both fields, on ranges that
+// split the space in 1 to 5 and at its ends.
+func TestShardMatchesKubernetesHash(t *testing.T) {
+	for _, field := range []string{ShardByUID, ShardByNamespace} {
+		for n := 1; n <= 5; n++ {
+			shards := SplitShards(field, n)
+			for i, s := range shards {
+				end := fmt.Sprintf("0x%016x", s.End)
+				if s.End == 0 {
+					end = "0x10000000000000000"
+				}
+				want := sharding.NewSelector(sharding.ShardRangeRequirement{Key: field, Start: fmt.Sprintf("0x%016x", s.Start), End: end})
+				if s.Selector() != want.String() {
+					t.Fatalf("%s %d/%d: Selector() = %q, want %q", field, i, n, s.Selector(), want.String())
+				}
+				for k := range 300 {
+					obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns-" + strconv.Itoa(k), UID: types.UID(fmt.Sprintf("%08x-4b1c-4f2e-9a3d-%012x", k*7919, k))}}
+					ok, err := want.Matches(obj)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got := s.Contains(obj.Namespace, string(obj.UID)); got != ok {
+						t.Fatalf("%s %d/%d %s: Contains = %v, sharding says %v", field, i, n, obj.UID, got, ok)
+					}
+				}
+			}
+		}
+	}
+	// Each object is in exactly one shard of a split.
+	for n := 1; n <= 7; n++ {
+		for k := range 200 {
+			uid := fmt.Sprintf("%016x", uint64(k+1)*0x9e3779b97f4a7c15)
+			in := 0
+			for _, s := range SplitShards(ShardByUID, n) {
+				if s.Contains("", uid) {
+					in++
+				}
+			}
+			if in != 1 {
+				t.Fatalf("%s is in %d of %d shards", uid, in, n)
+			}
+		}
+	}
+	if err := (Shard{Field: "metadata.name"}).validate(); err == nil {
+		t.Error("a Shard on an unsupported field validates")
+	}
+	if err := (Shard{Field: ShardByUID, Start: 5, End: 5}).validate(); err == nil {
+		t.Error("an empty Shard range validates")
+	}
+}
+
+func shardObject(i int) *corev1.ConfigMap {
+	c := cm("ns-"+strconv.Itoa(i%4), "cm-"+strconv.Itoa(i))
+	// UIDs as random as real ones: FNV-1a spreads similar short strings badly.
+	c.UID = types.UID(fmt.Sprintf("%016x-%d", uint64(i+1)*0x9e3779b97f4a7c15, i))
+	return c
+}
+
+// TestShardFilteredByTheReflector: against a server that ignores the shard
+// selector (as one without the ShardedListAndWatch gate does), the reflector
+// sends it on every request, keeps only its shard's objects through lists,
+// streaming lists and watch events, advances its store past other shards'
+// events (as bookmarks), and reports client-side filtering.
+func TestShardFilteredByTheReflector(t *testing.T) {
+	for _, mode := range []WatchListMode{WatchListOff, WatchListOn} {
+		t.Run(mode.String(), func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
+				srv := reflectortest.NewServer[configMap](reflectortest.Config{WatchList: true})
+				for i := range 40 {
+					mustCreate(t, srv, shardObject(i))
+				}
+				shard := SplitShards(ShardByUID, 2)[1]
+				st := newMemStore[configMap]()
+				r := New(srv, st, Config[configMap]{WatchList: mode, Shard: shard})
+				start(t, r)
+				synctest.Wait()
+				want := func() []string {
+					m := map[string]configMap{}
+					for _, o := range srv.Items() {
+						if shard.Contains(o.Namespace, string(o.UID)) {
+							m[o.Namespace+"/"+o.Name] = o
+						}
+					}
+					return contents(m)
+				}
+				check := func(when string) {
+					t.Helper()
+					got, w := st.Contents(), want()
+					if fmt.Sprint(got) != fmt.Sprint(w) {
+						t.Fatalf("%s: store holds %v, want the shard's %v", when, got, w)
+					}
+					if len(w) == 0 || len(w) == len(srv.Items()) {
+						t.Fatalf("%s: the shard holds %d of %d objects: the test needs a split", when, len(w), len(srv.Items()))
+					}
+				}
+				check("after the list")
+				time.Sleep(2 * time.Second)
+				for i := 40; i < 60; i++ {
+					mustCreate(t, srv, shardObject(i))
+				}
+				for i := range 10 {
+					c := shardObject(i)
+					c.Data = map[string]string{"v": "2"}
+					if _, err := srv.Update(c); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for i := 10; i < 20; i++ {
+					if _, err := srv.Delete("ns-"+strconv.Itoa(i%4), "cm-"+strconv.Itoa(i)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				synctest.Wait()
+				check("after the events")
+				if rv := r.LastSyncResourceVersion(); rv != srv.ResourceVersion() {
+					t.Errorf("after the events the reflector is at %s, the server at %s: other shards' events did not advance it", rv, srv.ResourceVersion())
+				}
+				if h := r.Health(); h.ShardFiltering != ShardFilteringClient || h.Stats.Failures != 0 {
+					t.Errorf("health %+v, want client-side filtering and no failure", h)
+				}
+				for _, req := range srv.Requests() {
+					if req.Options.ShardSelector != shard.Selector() {
+						t.Fatalf("a %v request carried shard selector %q, want %q", req.Verb, req.Options.ShardSelector, shard.Selector())
+					}
+				}
+			})
+		})
+	}
+}
