@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"strings"
 )
 
 // Fields a Shard can hash, as KEP-5866's shardRange names them.
@@ -13,35 +14,45 @@ const (
 )
 
 // Shard restricts a reflector to the objects whose Field hashes (64-bit
-// FNV-1a, as k8s.io/apimachinery/pkg/sharding) into [Start, End): server-side
-// sharded list and watch (KEP-5866, alpha in Kubernetes 1.36 behind the
-// ShardedListAndWatch feature gate). The reflector sends the range as
-// ListOptions.ShardSelector and also filters what it receives, so that it
-// holds only its shard from a server that ignores the selector (the gate off,
-// or an older server); Health.ShardFiltering says which of the two filtered.
-// The zero Shard is none: every object.
+// FNV-1a, as k8s.io/apimachinery/pkg/sharding) into one of its Ranges:
+// server-side sharded list and watch (KEP-5866, alpha in Kubernetes 1.36
+// behind the ShardedListAndWatch feature gate). The reflector sends the
+// ranges as ListOptions.ShardSelector and also filters what it receives, so
+// that it holds only its shard from a server that ignores the selector (the
+// gate off, or an older server); Health.ShardFiltering says which of the two
+// filtered. The zero Shard is none: every object.
 type Shard struct {
 	// Field is the hashed field: ShardByUID or ShardByNamespace.
 	Field string
-	// Start is the range's inclusive lower bound; End its exclusive upper
-	// bound, with 0 meaning 2^64 (the end of the hash space).
-	Start, End uint64
+	// Ranges are the hash ranges of the shard, each [Start, End).
+	Ranges []Range
 }
 
-// IsZero reports whether s is the zero Shard (no sharding).
-func (s Shard) IsZero() bool { return s == Shard{} }
+// Range is a range of the 64-bit hash space: Start inclusive, End exclusive,
+// with End 0 meaning 2^64 (the end of the space).
+type Range struct{ Start, End uint64 }
 
-// Selector returns the range as a ListOptions.ShardSelector, "" for the zero
+// IsZero reports whether s is the zero Shard (no sharding).
+func (s Shard) IsZero() bool { return s.Field == "" && len(s.Ranges) == 0 }
+
+// Selector returns the shard as a ListOptions.ShardSelector, "" for the zero
 // Shard.
 func (s Shard) Selector() string {
 	if s.IsZero() {
 		return ""
 	}
-	end := fmt.Sprintf("0x%016x", s.End)
-	if s.End == 0 {
-		end = "0x10000000000000000"
+	var b strings.Builder
+	for i, r := range s.Ranges {
+		if i > 0 {
+			b.WriteString(" || ")
+		}
+		end := fmt.Sprintf("0x%016x", r.End)
+		if r.End == 0 {
+			end = "0x10000000000000000"
+		}
+		fmt.Fprintf(&b, "shardRange(%s, '0x%016x', '%s')", s.Field, r.Start, end)
 	}
-	return fmt.Sprintf("shardRange(%s, '0x%016x', '%s')", s.Field, s.Start, end)
+	return b.String()
 }
 
 // Contains reports whether an object of this namespace and UID is in the
@@ -54,10 +65,27 @@ func (s Shard) Contains(namespace, uid string) bool {
 	if s.Field == ShardByNamespace {
 		v = namespace
 	}
+	return s.ContainsHash(Hash(v))
+}
+
+// ContainsHash reports whether a hash (see Hash) is in the shard.
+func (s Shard) ContainsHash(h uint64) bool {
+	if s.IsZero() {
+		return true
+	}
+	for _, r := range s.Ranges {
+		if h >= r.Start && (r.End == 0 || h < r.End) {
+			return true
+		}
+	}
+	return false
+}
+
+// Hash is the hash a Shard places a field's value by: 64-bit FNV-1a.
+func Hash(value string) uint64 {
 	h := fnv.New64a()
-	h.Write([]byte(v))
-	sum := h.Sum64()
-	return sum >= s.Start && (s.End == 0 || sum < s.End)
+	h.Write([]byte(value))
+	return h.Sum64()
 }
 
 func (s Shard) validate() error {
@@ -67,14 +95,19 @@ func (s Shard) validate() error {
 	if s.Field != ShardByUID && s.Field != ShardByNamespace {
 		return fmt.Errorf("reflector: Shard.Field %q: want %q or %q", s.Field, ShardByUID, ShardByNamespace)
 	}
-	if s.End != 0 && s.End <= s.Start {
-		return errors.New("reflector: Shard range is empty: End must be above Start (0 for 2^64)")
+	if len(s.Ranges) == 0 {
+		return errors.New("reflector: Shard has no Ranges")
+	}
+	for _, r := range s.Ranges {
+		if r.End != 0 && r.End <= r.Start {
+			return fmt.Errorf("reflector: Shard range [%#x, %#x) is empty: End must be above Start (0 for 2^64)", r.Start, r.End)
+		}
 	}
 	return nil
 }
 
-// SplitShards divides the hash space of field into n equal ranges, for n
-// replicas: shard i of n is SplitShards(field, n)[i].
+// SplitShards divides the hash space of field into n equal single-range
+// shards, for n replicas: shard i of n is SplitShards(field, n)[i].
 func SplitShards(field string, n int) []Shard {
 	if n < 1 {
 		return nil
@@ -85,9 +118,9 @@ func SplitShards(field string, n int) []Shard {
 		step = 0
 	}
 	for i := range out {
-		out[i] = Shard{Field: field, Start: uint64(i) * step, End: uint64(i+1) * step}
+		out[i] = Shard{Field: field, Ranges: []Range{{Start: uint64(i) * step, End: uint64(i+1) * step}}}
 	}
-	out[n-1].End = 0
+	out[n-1].Ranges[0].End = 0
 	return out
 }
 

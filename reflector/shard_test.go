@@ -23,11 +23,12 @@ func TestShardMatchesKubernetesHash(t *testing.T) {
 		for n := 1; n <= 5; n++ {
 			shards := SplitShards(field, n)
 			for i, s := range shards {
-				end := fmt.Sprintf("0x%016x", s.End)
-				if s.End == 0 {
+				r := s.Ranges[0]
+				end := fmt.Sprintf("0x%016x", r.End)
+				if r.End == 0 {
 					end = "0x10000000000000000"
 				}
-				want := sharding.NewSelector(sharding.ShardRangeRequirement{Key: field, Start: fmt.Sprintf("0x%016x", s.Start), End: end})
+				want := sharding.NewSelector(sharding.ShardRangeRequirement{Key: field, Start: fmt.Sprintf("0x%016x", r.Start), End: end})
 				if s.Selector() != want.String() {
 					t.Fatalf("%s %d/%d: Selector() = %q, want %q", field, i, n, s.Selector(), want.String())
 				}
@@ -62,8 +63,24 @@ func TestShardMatchesKubernetesHash(t *testing.T) {
 	if err := (Shard{Field: "metadata.name"}).validate(); err == nil {
 		t.Error("a Shard on an unsupported field validates")
 	}
-	if err := (Shard{Field: ShardByUID, Start: 5, End: 5}).validate(); err == nil {
+	if err := (Shard{Field: ShardByUID, Ranges: []Range{{Start: 5, End: 5}}}).validate(); err == nil {
 		t.Error("an empty Shard range validates")
+	}
+	// Several ranges: the union, and the selector Kubernetes writes for it.
+	multi := Shard{Field: ShardByUID, Ranges: []Range{{0, 1 << 62}, {3 << 62, 0}}}
+	reqs := []sharding.ShardRangeRequirement{
+		{Key: ShardByUID, Start: "0x0000000000000000", End: "0x4000000000000000"},
+		{Key: ShardByUID, Start: "0xc000000000000000", End: "0x10000000000000000"},
+	}
+	if got, want := multi.Selector(), sharding.NewSelector(reqs...).String(); got != want {
+		t.Errorf("Selector() = %q, want %q", got, want)
+	}
+	for k := range 500 {
+		obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{UID: types.UID(fmt.Sprintf("%016x", uint64(k+1)*0x9e3779b97f4a7c15))}}
+		ok, _ := sharding.NewSelector(reqs...).Matches(obj)
+		if multi.Contains("", string(obj.UID)) != ok {
+			t.Fatalf("%s: Contains disagrees with sharding (%v)", obj.UID, ok)
+		}
 	}
 }
 

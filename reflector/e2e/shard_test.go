@@ -18,7 +18,7 @@ import (
 )
 
 // TestShardedListAndWatch: two reflectors, each given one half of the UID hash
-// space, hold exactly their halves of a namespace's ConfigMaps through a list
+// space in two ranges, hold exactly their halves of a namespace's ConfigMaps through a list
 // and a churn of creates, updates and deletes, with paginated and streaming
 // lists: filtered by the server where it has ShardedListAndWatch (this
 // package's control plane), and by the reflectors where it has not (a second
@@ -46,7 +46,12 @@ func shardedListAndWatch(t *testing.T, cfg *rest.Config, ns, wantMode string) {
 			t.Fatal(err)
 		}
 	}
-	shards := reflector.SplitShards(reflector.ShardByUID, 2)
+	// Two shards of two ranges each, interleaved.
+	q := uint64(1) << 62
+	shards := []reflector.Shard{
+		{Field: reflector.ShardByUID, Ranges: []reflector.Range{{Start: 0, End: q}, {Start: 2 * q, End: 3 * q}}},
+		{Field: reflector.ShardByUID, Ranges: []reflector.Range{{Start: q, End: 2 * q}, {Start: 3 * q, End: 0}}},
+	}
 	// want returns, per shard, the server's objects in it: key → resourceVersion.
 	want := func() []map[string]string {
 		list, err := cms.List(ctx, metav1.ListOptions{})
