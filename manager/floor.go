@@ -109,12 +109,17 @@ func (m *Manager) readFloor(ctx context.Context) (term int32, floor map[string]s
 	if ll == nil {
 		return -1, nil
 	}
-	rec, _, err := ll.Get(ctx)
-	if err != nil || rec.HolderIdentity != ll.Identity() {
+	// The lock's Lease is read with a client of our own: LeaseLock.Get would
+	// race with the elector, which uses the lock meanwhile.
+	leases := ll.Client.Leases(ll.LeaseMeta.Namespace)
+	lock, err := leases.Get(ctx, ll.LeaseMeta.Name, metav1.GetOptions{})
+	if err != nil || lock.Spec.HolderIdentity == nil || *lock.Spec.HolderIdentity != ll.Identity() {
 		m.log.Info("leader floor: cannot read this term's number; reading the floor from the server", "err", err)
 		return -1, nil
 	}
-	term = int32(rec.LeaderTransitions)
+	if lock.Spec.LeaseTransitions != nil {
+		term = *lock.Spec.LeaseTransitions
+	}
 	lease, err := ll.Client.Leases(ll.LeaseMeta.Namespace).Get(ctx, ll.LeaseMeta.Name+FloorLeaseSuffix, metav1.GetOptions{})
 	if err != nil {
 		if !apierrors.IsNotFound(err) {

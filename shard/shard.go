@@ -1,0 +1,455 @@
+// Package shard splits one controller's keyspace among its replicas, on
+// coordination.k8s.io Leases and nothing else.
+//
+// Each replica (a Member) holds a Lease of its own in a group. The hash space
+// of reflector.Shard is cut into Slots equal slots, and each slot is assigned
+// to one live member by rendezvous hashing: a member that joins or leaves moves
+// only its own share of the slots, about 1/N of the keys.
+//
+// Hand-offs are fenced. A member lists, on its Lease, the slots it claims and
+// the slots it holds. It gives a slot up only after its Revoke callback has
+// returned (its controller has stopped and drained every key of that slot), by
+// writing its Lease without it. It takes a slot in two steps: it claims it on
+// its Lease, then holds it (and calls Grant) only after reading every other
+// live Lease, after its own write, and finding the slot on none. Reads and
+// writes are linearizable (etcd behind kube-apiserver), so two members never
+// hold one slot at once. A member that cannot renew its Lease for RenewDeadline
+// revokes everything before its Lease can expire in the others' eyes (as
+// leader election does, this assumes clocks that advance at about the same
+// rate); a member that dies holds its slots until its Lease expires, which
+// bounds the take-over.
+package shard
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/ctrlkit/ctrlkit/reflector"
+)
+
+// Defaults of Config.
+const (
+	DefaultSlots         = 64
+	DefaultLeaseDuration = 15 * time.Second
+)
+
+const (
+	groupLabel      = "ctrlkit.io/shard-group"
+	claimAnnotation = "ctrlkit.io/shard-claimed"
+	holdAnnotation  = "ctrlkit.io/shard-held"
+)
+
+// Config configures a Member.
+type Config struct {
+	// Client reads and writes the group's Leases. Required.
+	Client kubernetes.Interface
+	// Namespace and Group name the group: each member's Lease is
+	// "<Group>-<Identity>" in Namespace, labelled with the group. Required.
+	Namespace, Group string
+	// Identity names this member, unique in the group (the pod name, say).
+	// Required.
+	Identity string
+	// Field is what objects are placed by: reflector.ShardByUID or
+	// reflector.ShardByNamespace. Required.
+	Field string
+	// Slots is how many equal slots the hash space is cut into; every member
+	// must use the same. Default DefaultSlots.
+	Slots int
+	// LeaseDuration is how long a Lease stays live without renewal. Default
+	// DefaultLeaseDuration. RenewPeriod is how often a member renews its
+	// Lease and looks at the others (default LeaseDuration/5); RenewDeadline
+	// how long it keeps its slots without a successful renewal (default
+	// LeaseDuration*2/3).
+	LeaseDuration, RenewPeriod, RenewDeadline time.Duration
+
+	// Revoke is called before the member gives slots up, with the shard it
+	// keeps: it must stop every use of objects outside keep (cancel and drain
+	// their reconciles) before it returns. An error keeps the slots and is
+	// retried next round. Required.
+	Revoke func(ctx context.Context, keep reflector.Shard) error
+	// Grant is called after the member took slots, with the shard it holds
+	// now: objects in it are this member's alone until the next Revoke.
+	// Required.
+	Grant func(hold reflector.Shard)
+
+	Logger logr.Logger
+}
+
+// Member is one replica's membership of a group. Create it with New and call
+// Run once.
+type Member struct {
+	cfg  Config
+	name string // of the member's Lease
+
+	mu      sync.Mutex
+	held    map[int]bool
+	claimed map[int]bool
+	members []string // live members in the last round, sorted
+	renewed time.Time
+}
+
+// New checks cfg and returns a Member.
+func New(cfg Config) (*Member, error) {
+	switch {
+	case cfg.Client == nil:
+		return nil, errors.New("shard: Config.Client is nil")
+	case cfg.Namespace == "" || cfg.Group == "" || cfg.Identity == "":
+		return nil, errors.New("shard: Config.Namespace, Group and Identity are required")
+	case cfg.Field != reflector.ShardByUID && cfg.Field != reflector.ShardByNamespace:
+		return nil, fmt.Errorf("shard: Config.Field %q: want %q or %q", cfg.Field, reflector.ShardByUID, reflector.ShardByNamespace)
+	case cfg.Revoke == nil || cfg.Grant == nil:
+		return nil, errors.New("shard: Config.Revoke and Grant are required")
+	case cfg.Slots < 0 || cfg.LeaseDuration < 0 || cfg.RenewPeriod < 0 || cfg.RenewDeadline < 0:
+		return nil, errors.New("shard: negative Slots or durations")
+	}
+	if cfg.Slots == 0 {
+		cfg.Slots = DefaultSlots
+	}
+	if cfg.LeaseDuration == 0 {
+		cfg.LeaseDuration = DefaultLeaseDuration
+	}
+	if cfg.RenewPeriod == 0 {
+		cfg.RenewPeriod = cfg.LeaseDuration / 5
+	}
+	if cfg.RenewDeadline == 0 {
+		cfg.RenewDeadline = cfg.LeaseDuration * 2 / 3
+	}
+	if cfg.RenewDeadline >= cfg.LeaseDuration || cfg.RenewPeriod >= cfg.RenewDeadline {
+		return nil, errors.New("shard: want RenewPeriod < RenewDeadline < LeaseDuration")
+	}
+	return &Member{cfg: cfg, name: cfg.Group + "-" + cfg.Identity, held: map[int]bool{}, claimed: map[int]bool{}}, nil
+}
+
+// Status is a snapshot of a member.
+type Status struct {
+	Members []string        // live members seen in the last round
+	Held    reflector.Shard // what this member may work on now
+	Slots   int             // how many slots it holds
+}
+
+// Status returns a snapshot of the member.
+func (m *Member) Status() Status {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return Status{Members: slices.Clone(m.members), Held: m.shardOf(m.held), Slots: len(m.held)}
+}
+
+// Run holds the member's Lease and follows the group until ctx ends; then it
+// revokes everything and deletes its Lease, so that the others take its slots
+// at once. It returns nil after a clean stop.
+func (m *Member) Run(ctx context.Context) error {
+	tick := time.NewTicker(m.cfg.RenewPeriod)
+	defer tick.Stop()
+	for {
+		if err := m.round(ctx); err != nil && ctx.Err() == nil {
+			m.cfg.Logger.Info("shard round failed", "err", err)
+			m.mu.Lock()
+			late := !m.renewed.IsZero() && time.Since(m.renewed) > m.cfg.RenewDeadline
+			m.mu.Unlock()
+			if late {
+				m.dropAll(ctx) // before the others may think the Lease expired
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return m.leave()
+		case <-tick.C:
+		}
+	}
+}
+
+// leave gives everything up and deletes the Lease.
+func (m *Member) leave() error {
+	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.RenewDeadline)
+	defer cancel()
+	m.dropAll(ctx)
+	err := m.cfg.Client.CoordinationV1().Leases(m.cfg.Namespace).Delete(ctx, m.name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("shard: delete Lease %s: %w", m.name, err)
+	}
+	return nil
+}
+
+// dropAll revokes every slot held (the Revoke callback is retried until it
+// succeeds or ctx ends) and forgets claims, without writing the Lease.
+func (m *Member) dropAll(ctx context.Context) {
+	m.mu.Lock()
+	had := len(m.held) > 0
+	m.mu.Unlock()
+	if had {
+		for m.cfg.Revoke(ctx, reflector.Shard{Field: m.cfg.Field}) != nil && ctx.Err() == nil {
+			time.Sleep(m.cfg.RenewPeriod / 4)
+		}
+	}
+	m.mu.Lock()
+	clear(m.held)
+	clear(m.claimed)
+	m.mu.Unlock()
+}
+
+// lease is what a round reads of one member's Lease.
+type lease struct {
+	identity        string
+	live            bool
+	claimed, held   map[int]bool
+	resourceVersion string
+}
+
+// round renews the Lease and moves slots: gives up what is no longer this
+// member's, claims what is, and holds what it claimed in an earlier round
+// and nobody else mentions.
+func (m *Member) round(ctx context.Context) error {
+	others, err := m.read(ctx)
+	if err != nil {
+		return err
+	}
+	members := []string{m.cfg.Identity}
+	for _, o := range others {
+		if o.live {
+			members = append(members, o.identity)
+		}
+	}
+	sort.Strings(members)
+	target := map[int]bool{}
+	for s := range m.cfg.Slots {
+		if owner(s, members) == m.cfg.Identity {
+			target[s] = true
+		}
+	}
+
+	m.mu.Lock()
+	m.members = members
+	held, claimed := maps(m.held), maps(m.claimed)
+	m.mu.Unlock()
+
+	// Give up held slots that are no longer ours: stop their work first.
+	keep := map[int]bool{}
+	for s := range held {
+		if target[s] {
+			keep[s] = true
+		}
+	}
+	if len(keep) < len(held) {
+		if err := m.cfg.Revoke(ctx, m.shardOf(keep)); err != nil {
+			return fmt.Errorf("shard: revoke: %w", err)
+		}
+		m.mu.Lock()
+		m.held = keep
+		m.mu.Unlock()
+		held = keep
+	}
+	// Hold the claims of earlier rounds that no other live Lease mentions:
+	// that read came after our claim's write.
+	var granted []int
+	for s := range claimed {
+		if !target[s] {
+			delete(claimed, s)
+			continue
+		}
+		free := true
+		for _, o := range others {
+			if o.live && (o.claimed[s] || o.held[s]) {
+				free = false
+				// Both claim it, neither holds it: the member the slot
+				// prefers keeps claiming, the other withdraws.
+				if !o.held[s] && score(s, o.identity) > score(s, m.cfg.Identity) {
+					delete(claimed, s)
+				}
+				break
+			}
+		}
+		if free {
+			delete(claimed, s)
+			held[s] = true
+			granted = append(granted, s)
+		}
+	}
+	// Claim what is ours and neither held nor claimed yet.
+	for s := range target {
+		if !held[s] && !claimed[s] {
+			claimed[s] = true
+		}
+	}
+	// Write: the Lease must show a hold before work on it starts.
+	if err := m.write(ctx, claimed, held); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.held, m.claimed, m.renewed = held, claimed, time.Now()
+	m.mu.Unlock()
+	if len(granted) > 0 {
+		m.cfg.Grant(m.shardOf(held))
+	}
+	return nil
+}
+
+// read lists the group's Leases, others than this member's.
+func (m *Member) read(ctx context.Context) ([]lease, error) {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.RenewPeriod)
+	defer cancel()
+	list, err := m.cfg.Client.CoordinationV1().Leases(m.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: groupLabel + "=" + m.cfg.Group})
+	if err != nil {
+		return nil, fmt.Errorf("shard: list Leases: %w", err)
+	}
+	now := time.Now()
+	var out []lease
+	for _, l := range list.Items {
+		if l.Name == m.name {
+			continue
+		}
+		o := lease{identity: strings.TrimPrefix(l.Name, m.cfg.Group+"-"), claimed: parseSlots(l.Annotations[claimAnnotation]), held: parseSlots(l.Annotations[holdAnnotation])}
+		if l.Spec.HolderIdentity != nil {
+			o.identity = *l.Spec.HolderIdentity
+		}
+		if l.Spec.RenewTime != nil && l.Spec.LeaseDurationSeconds != nil {
+			o.live = now.Before(l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second))
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+// write renews this member's Lease with its claims and holds.
+func (m *Member) write(ctx context.Context, claimed, held map[int]bool) error {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.RenewPeriod)
+	defer cancel()
+	leases := m.cfg.Client.CoordinationV1().Leases(m.cfg.Namespace)
+	now := metav1.NewMicroTime(time.Now())
+	secs := int32((m.cfg.LeaseDuration + time.Second - 1) / time.Second)
+	ann := map[string]string{claimAnnotation: formatSlots(claimed), holdAnnotation: formatSlots(held)}
+	cur, err := leases.Get(ctx, m.name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = leases.Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: m.name, Namespace: m.cfg.Namespace, Labels: map[string]string{groupLabel: m.cfg.Group}, Annotations: ann},
+			Spec:       coordinationv1.LeaseSpec{HolderIdentity: &m.cfg.Identity, LeaseDurationSeconds: &secs, AcquireTime: &now, RenewTime: &now},
+		}, metav1.CreateOptions{})
+	case err == nil:
+		cur.Annotations = ann
+		cur.Labels = map[string]string{groupLabel: m.cfg.Group}
+		cur.Spec.HolderIdentity, cur.Spec.LeaseDurationSeconds, cur.Spec.RenewTime = &m.cfg.Identity, &secs, &now
+		_, err = leases.Update(ctx, cur, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("shard: write Lease %s: %w", m.name, err)
+	}
+	return nil
+}
+
+// shardOf returns the reflector.Shard of a set of slots, adjacent slots merged
+// into one range.
+func (m *Member) shardOf(slots map[int]bool) reflector.Shard {
+	s := reflector.Shard{Field: m.cfg.Field}
+	n := uint64(m.cfg.Slots)
+	for i := 0; i < m.cfg.Slots; i++ {
+		if !slots[i] {
+			continue
+		}
+		j := i
+		for j+1 < m.cfg.Slots && slots[j+1] {
+			j++
+		}
+		s.Ranges = append(s.Ranges, reflector.Range{Start: slotStart(i, n), End: slotStart(j+1, n)})
+		i = j
+	}
+	return s
+}
+
+// slotStart is where slot i of n begins; slot n begins at 2^64, written 0.
+func slotStart(i int, n uint64) uint64 {
+	if uint64(i) >= n {
+		return 0
+	}
+	// i * 2^64 / n without overflow.
+	q, r := ^uint64(0)/n, ^uint64(0)%n+1
+	return uint64(i)*q + (uint64(i)*r)/n
+}
+
+// SlotOf returns the slot of a hash among n slots (the inverse of the ranges
+// shardOf writes).
+func SlotOf(h uint64, n int) int {
+	lo, hi := 0, n-1
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if slotStart(mid, uint64(n)) <= h {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo
+}
+
+// owner returns the member a slot goes to: the highest score (rendezvous
+// hashing).
+func owner(slot int, members []string) string {
+	best, bestScore := "", uint64(0)
+	for _, mb := range members {
+		if sc := score(slot, mb); best == "" || sc > bestScore {
+			best, bestScore = mb, sc
+		}
+	}
+	return best
+}
+
+func score(slot int, member string) uint64 {
+	h := fnv.New64a()
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(slot))
+	h.Write(b[:])
+	h.Write([]byte(member))
+	x := h.Sum64()
+	// Finalize: FNV's high bits move little with the last bytes.
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	return x
+}
+
+func maps(m map[int]bool) map[int]bool {
+	out := make(map[int]bool, len(m))
+	for k, v := range m {
+		if v {
+			out[k] = true
+		}
+	}
+	return out
+}
+
+func formatSlots(s map[int]bool) string {
+	keys := make([]int, 0, len(s))
+	for k := range s {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = strconv.Itoa(k)
+	}
+	return strings.Join(parts, ",")
+}
+
+func parseSlots(v string) map[int]bool {
+	out := map[int]bool{}
+	for _, p := range strings.Split(v, ",") {
+		if n, err := strconv.Atoi(p); err == nil {
+			out[n] = true
+		}
+	}
+	return out
+}

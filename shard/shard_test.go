@@ -1,0 +1,206 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/ctrlkit/ctrlkit/reflector"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// owners records, outside the members, which member works on which slot: a
+// slot joins a member's set at Grant and leaves it in Revoke, before Revoke
+// returns.
+type owners struct {
+	mu      sync.Mutex
+	slots   int
+	by      map[int]map[string]bool
+	doubles int
+}
+
+func (o *owners) set(id string, sh reflector.Shard) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for s := range o.slots {
+		in := sh.ContainsHash(slotStart(s, uint64(o.slots)))
+		if o.by[s] == nil {
+			o.by[s] = map[string]bool{}
+		}
+		if in {
+			o.by[s][id] = true
+		} else {
+			delete(o.by[s], id)
+		}
+		if len(o.by[s]) > 1 {
+			o.doubles++
+		}
+	}
+}
+
+func (o *owners) count() (owned, doubles int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for s := range o.slots {
+		if len(o.by[s]) == 1 {
+			owned++
+		}
+	}
+	return owned, o.doubles
+}
+
+func newTestMember(t *testing.T, client *fake.Clientset, id string, o *owners) *Member {
+	t.Helper()
+	m, err := New(Config{
+		Client: client, Namespace: "ns", Group: "g", Identity: id, Field: reflector.ShardByUID, Slots: o.slots,
+		LeaseDuration: 3 * time.Second, RenewPeriod: 500 * time.Millisecond,
+		Revoke: func(_ context.Context, keep reflector.Shard) error { o.set(id, keep); return nil },
+		Grant:  func(hold reflector.Shard) { o.set(id, hold) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestRoundsNeverDoubleHold: members joining and leaving, their rounds run in
+// a seeded random order, never hold one slot at two members, and converge to
+// every slot held once, each member holding its rendezvous share.
+func TestRoundsNeverDoubleHold(t *testing.T) {
+	for seed := range uint64(4) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			ctx := context.Background()
+			rnd := rand.New(rand.NewPCG(seed, 1))
+			client := fake.NewClientset()
+			o := &owners{slots: 16, by: map[int]map[string]bool{}}
+			var live []*Member
+			next := 0
+			join := func() {
+				next++
+				live = append(live, newTestMember(t, client, fmt.Sprintf("m%d", next), o))
+			}
+			join()
+			join()
+			for step := range 100 {
+				switch r := rnd.IntN(20); {
+				case r == 0 && len(live) < 5:
+					join()
+				case r == 1 && len(live) > 1:
+					i := rnd.IntN(len(live))
+					if err := live[i].leave(); err != nil {
+						t.Fatal(err)
+					}
+					live = append(live[:i], live[i+1:]...)
+				default:
+					// Every member's round at once: their reads and writes
+					// interleave.
+					var wg sync.WaitGroup
+					errs := make([]error, len(live))
+					for i, m := range live {
+						wg.Go(func() { errs[i] = m.round(ctx) })
+					}
+					wg.Wait()
+					for _, err := range errs {
+						if err != nil {
+							t.Fatalf("step %d: %v", step, err)
+						}
+					}
+				}
+				if _, d := o.count(); d != 0 {
+					t.Fatalf("step %d: a slot held by two members", step)
+				}
+			}
+			// Settle: a few rounds each, in turn.
+			for range 4 {
+				for _, m := range live {
+					if err := m.round(ctx); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			owned, doubles := o.count()
+			if owned != o.slots || doubles != 0 {
+				t.Fatalf("after settling: %d of %d slots owned, %d doubles", owned, o.slots, doubles)
+			}
+			var ids []string
+			for _, m := range live {
+				ids = append(ids, m.cfg.Identity)
+			}
+			for _, m := range live {
+				st := m.Status()
+				for s := range o.slots {
+					want := owner(s, sortedCopy(ids)) == m.cfg.Identity
+					if got := st.Held.ContainsHash(slotStart(s, uint64(o.slots))); got != want {
+						t.Fatalf("%s holds slot %d: %v, rendezvous says %v", m.cfg.Identity, s, got, want)
+					}
+				}
+			}
+		})
+	}
+}
+
+func sortedCopy(s []string) []string {
+	out := append([]string(nil), s...)
+	for i := range out {
+		for j := i + 1; j < len(out); j++ {
+			if out[j] < out[i] {
+				out[i], out[j] = out[j], out[i]
+			}
+		}
+	}
+	return out
+}
+
+// TestRendezvousMovesAboutOneNth: a member joining N takes about 1/(N+1) of
+// the slots, all from others, and no slot moves between the others.
+func TestRendezvousMovesAboutOneNth(t *testing.T) {
+	const slots = 1024
+	members := []string{"a", "b", "c"}
+	before := make([]string, slots)
+	for s := range slots {
+		before[s] = owner(s, members)
+	}
+	after := append(members, "d")
+	moved := 0
+	for s := range slots {
+		o := owner(s, after)
+		if o != before[s] {
+			if o != "d" {
+				t.Fatalf("slot %d moved from %s to %s, not to the new member", s, before[s], o)
+			}
+			moved++
+		}
+	}
+	if moved < slots/4-slots/16 || moved > slots/4+slots/16 {
+		t.Fatalf("%d of %d slots moved to the 4th member, want about a quarter", moved, slots)
+	}
+}
+
+// TestSlotRanges: the ranges of the slots cover the hash space without gaps,
+// and SlotOf inverts them.
+func TestSlotRanges(t *testing.T) {
+	for _, n := range []int{1, 3, 7, 64, 1000} {
+		all := map[int]bool{}
+		for s := range n {
+			all[s] = true
+		}
+		m := &Member{cfg: Config{Field: reflector.ShardByUID, Slots: n}}
+		if sh := m.shardOf(all); len(sh.Ranges) != 1 || sh.Ranges[0] != (reflector.Range{Start: 0, End: 0}) {
+			t.Fatalf("%d slots: all of them make %v, want the whole space", n, sh.Ranges)
+		}
+		for _, h := range []uint64{0, 1, 1 << 63, ^uint64(0), 12345678901234567890} {
+			s := SlotOf(h, n)
+			one := m.shardOf(map[int]bool{s: true})
+			if !one.ContainsHash(h) {
+				t.Fatalf("%d slots: hash %#x in slot %d, whose range %v does not hold it", n, h, s, one.Ranges)
+			}
+		}
+	}
+}
