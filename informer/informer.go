@@ -852,6 +852,17 @@ func (inf *Informer[T]) DataResourceVersion() string {
 	return strconv.FormatUint(newest, 10)
 }
 
+// SetShard re-scopes the informer to shard s (the zero Shard: the whole
+// collection); see reflector.Reflector.SetShard. Objects that leave the shard
+// reach the handlers as deletions whose final state is unknown
+// (Deleted.FinalStateUnknown): a controller must not take them for deletions
+// of the objects, for instance by checking that it still owns the key.
+func (inf *Informer[T]) SetShard(s reflector.Shard) error { return inf.refl.SetShard(s) }
+
+// Shard returns the informer's shard: its Config.Reflector.Shard or the last
+// SetShard.
+func (inf *Informer[T]) Shard() reflector.Shard { return inf.refl.Shard() }
+
 // ServerResourceVersion returns the resourceVersion the server's collection is
 // at now, read with a consistent LIST of at most one object within the
 // informer's selectors; see reflector.Reflector.ServerResourceVersion.

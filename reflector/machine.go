@@ -172,7 +172,7 @@ func (m *machine[T]) list(ctx context.Context, s listing) state {
 			return m.listFailed(err, s)
 		}
 		m.heard()
-		if first && !m.cfg.Shard.IsZero() && lm.ShardInfo != nil {
+		if first && !m.r.shard.Load().IsZero() && lm.ShardInfo != nil {
 			m.shardFiltering(ShardFilteringServer)
 		}
 		if first {
@@ -350,7 +350,7 @@ func (m *machine[T]) stream(ctx context.Context, s streaming) state {
 			// the store synced sees the counts too.
 			m.countListed(listed, fromStore)
 			listed, fromStore = 0, 0
-			if !m.cfg.Shard.IsZero() && m.shardMode != ShardFilteringClient {
+			if !m.r.shard.Load().IsZero() && m.shardMode != ShardFilteringClient {
 				// A whole streaming list without another shard's object: the
 				// server filtered (its streams carry no ShardInfo to say so).
 				m.shardFiltering(ShardFilteringServer)
@@ -711,7 +711,7 @@ func (m *machine[T]) fail(verb string, err error, retry state) state {
 
 // options returns the ListOptions common to every request.
 func (m *machine[T]) options() metav1.ListOptions {
-	return metav1.ListOptions{LabelSelector: m.cfg.LabelSelector, FieldSelector: m.cfg.FieldSelector, ShardSelector: m.cfg.Shard.Selector()}
+	return metav1.ListOptions{LabelSelector: m.cfg.LabelSelector, FieldSelector: m.cfg.FieldSelector, ShardSelector: m.r.shard.Load().Selector()}
 }
 
 // watchContext sets a random timeout in opts and returns the context for
@@ -903,10 +903,11 @@ func countTrue(b []bool) int {
 // inShard reports whether obj is in the reflector's shard (every object without
 // one). An object outside it is the server's sign that it does not filter.
 func (m *machine[T]) inShard(obj T) bool {
-	if m.cfg.Shard.IsZero() {
+	sh := m.r.shard.Load()
+	if sh.IsZero() {
 		return true
 	}
-	if m.cfg.Shard.Contains(obj.GetNamespace(), string(obj.GetUID())) {
+	if sh.Contains(obj.GetNamespace(), string(obj.GetUID())) {
 		return true
 	}
 	m.shardFiltering(ShardFilteringClient)

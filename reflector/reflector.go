@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -311,6 +312,8 @@ type Reflector[T Object] struct {
 	started atomic.Bool
 	// relistWanted is set by Relist until the reflector lists again.
 	relistWanted atomic.Bool
+	// shard is Config.Shard, or what SetShard set since; never nil.
+	shard atomic.Pointer[Shard]
 
 	mu sync.Mutex
 	// endWatch ends the open watch for Relist; nil when none is open.
@@ -342,6 +345,8 @@ func New[T Object](lw ListerWatcher[T], store Store[T], cfg Config[T]) *Reflecto
 		name:  name,
 		log:   cfg.Logger.WithValues("reflector", name),
 	}
+	sh := cfg.Shard
+	r.shard.Store(&sh)
 	r.bookmarks, _ = store.(BookmarkStore)
 	r.reuse, _ = store.(ReuseStore[T])
 	r.refuser, _ = store.(Refuser)
@@ -374,12 +379,37 @@ func (r *Reflector[T]) Relist() {
 	}
 }
 
+// SetShard makes the reflector hold shard s from now on (the zero Shard: the
+// whole collection): it relists with the new selector (see Relist), and the
+// store's Replace drops the objects that left the shard (an informer tells its
+// handlers of them as deletions whose final state is unknown: they left the
+// shard, which is not their deletion) and adds those that came in. Events
+// already received are filtered by s at once. It returns an error for an
+// invalid s, and changes nothing then.
+func (r *Reflector[T]) SetShard(s Shard) error {
+	if err := s.validate(); err != nil {
+		return err
+	}
+	s.Ranges = slices.Clone(s.Ranges)
+	r.shard.Store(&s)
+	r.Relist()
+	return nil
+}
+
+// Shard returns the shard the reflector holds: Config.Shard, or the last
+// SetShard.
+func (r *Reflector[T]) Shard() Shard {
+	s := *r.shard.Load()
+	s.Ranges = slices.Clone(s.Ranges)
+	return s
+}
+
 // ServerResourceVersion returns the resourceVersion the server's collection
 // is at now, read with a consistent LIST of at most one object within the
 // reflector's selectors: once the store has reached it, the store has seen
 // every change the server had made when ServerResourceVersion was called.
 func (r *Reflector[T]) ServerResourceVersion(ctx context.Context) (string, error) {
-	opts := metav1.ListOptions{LabelSelector: r.cfg.LabelSelector, FieldSelector: r.cfg.FieldSelector, ShardSelector: r.cfg.Shard.Selector(), Limit: 1}
+	opts := metav1.ListOptions{LabelSelector: r.cfg.LabelSelector, FieldSelector: r.cfg.FieldSelector, ShardSelector: r.shard.Load().Selector(), Limit: 1}
 	_, lm, err := r.lw.List(ctx, opts)
 	if err != nil {
 		return "", err

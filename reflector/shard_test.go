@@ -162,3 +162,66 @@ func TestShardFilteredByTheReflector(t *testing.T) {
 		})
 	}
 }
+
+// TestSetShard: SetShard re-scopes a running reflector: it relists, and the
+// store holds the new shard's objects, and only them, also as events come;
+// an invalid shard is refused and changes nothing.
+func TestSetShard(t *testing.T) {
+	for _, mode := range []WatchListMode{WatchListOff, WatchListOn} {
+		t.Run(mode.String(), func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
+				srv := reflectortest.NewServer[configMap](reflectortest.Config{WatchList: true})
+				for i := range 40 {
+					mustCreate(t, srv, shardObject(i))
+				}
+				halves := SplitShards(ShardByUID, 2)
+				st := newMemStore[configMap]()
+				r := New(srv, st, Config[configMap]{WatchList: mode, Shard: halves[0]})
+				start(t, r)
+				synctest.Wait()
+				of := func(sh Shard) []string {
+					m := map[string]configMap{}
+					for _, o := range srv.Items() {
+						if sh.Contains(o.Namespace, string(o.UID)) {
+							m[o.Namespace+"/"+o.Name] = o
+						}
+					}
+					return contents(m)
+				}
+				if fmt.Sprint(st.Contents()) != fmt.Sprint(of(halves[0])) {
+					t.Fatalf("before: store %v, want %v", st.Contents(), of(halves[0]))
+				}
+				time.Sleep(2 * time.Second)
+				if err := r.SetShard(Shard{Field: "spec.nodeName", Ranges: []Range{{0, 0}}}); err == nil {
+					t.Fatal("SetShard accepted an unsupported field")
+				}
+				if r.Shard().Ranges[0] != halves[0].Ranges[0] {
+					t.Fatalf("a refused SetShard changed the shard to %v", r.Shard())
+				}
+				if err := r.SetShard(halves[1]); err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait()
+				if fmt.Sprint(st.Contents()) != fmt.Sprint(of(halves[1])) {
+					t.Fatalf("after SetShard: store %v, want %v", st.Contents(), of(halves[1]))
+				}
+				for i := 40; i < 60; i++ {
+					mustCreate(t, srv, shardObject(i))
+				}
+				synctest.Wait()
+				if fmt.Sprint(st.Contents()) != fmt.Sprint(of(halves[1])) {
+					t.Fatalf("after events: store %v, want %v", st.Contents(), of(halves[1]))
+				}
+				// Back to everything.
+				if err := r.SetShard(Shard{}); err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait()
+				checkInSync(t, srv, st)
+				if h := r.Health(); h.Stats.Failures != 0 {
+					t.Fatalf("failures: %+v %v", h.Stats, h.LastError)
+				}
+			})
+		})
+	}
+}
