@@ -147,6 +147,11 @@ type Config[K comparable] struct {
 	// again until that cache has seen the write, or this long after the write.
 	// Zero means DefaultCacheWaitTimeout; negative turns read-your-writes off.
 	CacheWaitTimeout time.Duration
+
+	// Restrictable lets Restrict narrow the keys the controller reconciles while
+	// it runs (for sharding: see package shard). It costs each reconcile a
+	// context and two uncontended locks; without it Restrict returns an error.
+	Restrictable bool
 }
 
 // Controller runs a Reconciler for the keys its sources deliver: it owns the work
@@ -168,6 +173,10 @@ type Controller[K comparable] struct {
 
 	synced atomic.Bool // the sources synced and the workers may start
 	ryw    *rywGate[K] // set by Run before the workers start; nil: read-your-writes off
+
+	// Restrict (restrict.go).
+	owns  atomic.Pointer[func(K) bool] // nil: every key
+	slots []*workerSlot[K]             // one per worker, with Config.Restrictable
 }
 
 // New returns a controller calling r. It starts no goroutine. It panics if r is nil.
@@ -203,6 +212,11 @@ func New[K comparable](r Reconciler[K], cfg Config[K]) *Controller[K] {
 	}
 	if c.metrics == nil {
 		c.metrics = noMetrics{}
+	}
+	if cfg.Restrictable {
+		for range cfg.Workers {
+			c.slots = append(c.slots, &workerSlot[K]{})
+		}
 	}
 	return c
 }
@@ -341,8 +355,12 @@ func (c *Controller[K]) sourcePanicked(err *PanicError) {
 func (c *Controller[K]) work(stop, abort context.Context, cancelAbort context.CancelFunc, sources []Source[K]) {
 	c.metrics.Workers(c.cfg.Workers)
 	var wg sync.WaitGroup
-	for range c.cfg.Workers {
-		wg.Go(func() { c.worker(stop, abort) })
+	for i := range c.cfg.Workers {
+		var ws *workerSlot[K]
+		if c.slots != nil {
+			ws = c.slots[i]
+		}
+		wg.Go(func() { c.worker(stop, abort, ws) })
 	}
 	if c.cfg.ResyncPeriod > 0 {
 		wg.Go(func() { c.resync(stop, sources) })
@@ -368,7 +386,7 @@ func (c *Controller[K]) work(stop, abort context.Context, cancelAbort context.Ca
 }
 
 // worker reconciles keys until stop ends.
-func (c *Controller[K]) worker(stop, abort context.Context) {
+func (c *Controller[K]) worker(stop, abort context.Context, ws *workerSlot[K]) {
 	// The reconciles' writes are found through this worker's slot (TrackWrites).
 	slot := &writeSlot{}
 	if c.ryw != nil {
@@ -384,19 +402,35 @@ func (c *Controller[K]) worker(stop, abort context.Context) {
 			c.queue.Done(key)
 			return
 		}
+		if !c.owned(key) {
+			// Restricted away (Restrict): another replica's now.
+			c.queue.Forget(key)
+			c.queue.Done(key)
+			continue
+		}
 		if c.ryw != nil && !c.ryw.admit(key) {
 			// Its cache lags its last writes: the gate enqueues it again.
 			c.queue.Done(key)
 			continue
 		}
-		c.process(abort, key, slot)
+		c.process(abort, key, slot, ws)
 		c.queue.Done(key)
 	}
 }
 
 // process reconciles one key and files the outcome with the queue.
-func (c *Controller[K]) process(parent context.Context, key K, slot *writeSlot) {
+func (c *Controller[K]) process(parent context.Context, key K, slot *writeSlot, ws *workerSlot[K]) {
 	ctx, log := parent, c.log
+	if ws != nil {
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		if !ws.begin(c, key, cancel) {
+			c.queue.Forget(key) // restricted away since the check in worker
+			return
+		}
+		defer ws.end()
+	}
 	if c.log.GetSink() != nil {
 		// Only a real logger is worth its allocations per reconcile.
 		log = c.log.WithValues("key", key)
