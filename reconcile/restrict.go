@@ -18,19 +18,38 @@ var errNotRestrictable = errors.New("reconcile: Restrict needs Config.Restrictab
 // flight of refused keys have their contexts cancelled with cause ErrRevoked.
 // Restrict returns once they have returned, so that another replica may start
 // on those keys; or with ctx's error if ctx ends first. A nil owns accepts
-// every key. Keys that owns newly accepts are not enqueued by Restrict: bring
-// them through the sources (informer.Informer.SetShard adds the objects that
-// enter a shard). owns must be fast and safe for concurrent use; Restrict calls
-// it for the keys in flight, under a worker's lock.
+// every key. The sources' keys that owns accepts and the previous owns refused
+// are enqueued (keys a source does not hold yet come as it learns of them:
+// informer.Informer.SetShard adds the objects that enter a shard). owns must
+// be fast and safe for concurrent use; Restrict calls it for the keys in
+// flight, under a worker's lock.
 func (c *Controller[K]) Restrict(ctx context.Context, owns func(K) bool) error {
 	if !c.cfg.Restrictable {
 		return errNotRestrictable
 	}
+	var prev func(K) bool
+	if p := c.owns.Load(); p != nil {
+		prev = *p
+	}
 	if owns == nil {
 		c.owns.Store(nil)
+	} else {
+		c.owns.Store(&owns)
+	}
+	if prev != nil {
+		// Keys it refused that are ours now.
+		c.mu.Lock()
+		sources := c.sources
+		c.mu.Unlock()
+		for _, k := range c.resyncKeys(nil, sources) {
+			if !prev(k) && (owns == nil || owns(k)) {
+				c.enqueue(k, Live)
+			}
+		}
+	}
+	if owns == nil {
 		return nil
 	}
-	c.owns.Store(&owns)
 	for _, w := range c.slots {
 		w.mu.Lock()
 		if !w.active || owns(w.key) {
