@@ -350,11 +350,20 @@ func (c *core[T]) checkSchedule() error {
 	if inRing != d.inRing {
 		return fmt.Errorf("schedule: %d in ring, inRing = %d", inRing, d.inRing)
 	}
-	for i, el := range d.over {
+	if want := (d.over.n + overSize - 1) / overSize; len(d.over.chunks) < want || len(d.over.chunks) > want+1 {
+		return fmt.Errorf("schedule: %d overflow chunks for %d elements", len(d.over.chunks), d.over.n)
+	}
+	for _, ch := range d.over.chunks {
+		if len(ch) != overSize {
+			return fmt.Errorf("schedule: overflow chunk of %d elements", len(ch))
+		}
+	}
+	for i := range d.over.n {
+		el := *d.over.at(i)
 		if el.at>>wheelBits-d.cur < wheelSize {
 			return fmt.Errorf("schedule: deadline %d in the overflow, within the ring", el.at)
 		}
-		if p := (i - 1) / 4; i > 0 && cmpDelayed(d.over[p], el) > 0 {
+		if p := (i - 1) / 4; i > 0 && cmpDelayed(*d.over.at(p), el) > 0 {
 			return fmt.Errorf("schedule: overflow heap order broken at %d", i)
 		}
 		if err := see(el); err != nil {
