@@ -301,6 +301,9 @@ func (c *core[T]) check() error {
 	if scheduled != c.sched.pending {
 		return fmt.Errorf("%d entries scheduled, pending = %d", scheduled, c.sched.pending)
 	}
+	if err := c.checkMarks(); err != nil {
+		return err
+	}
 	if err := c.checkSchedule(); err != nil {
 		return err
 	}
@@ -422,6 +425,59 @@ func (c *core[T]) checkIndex() error {
 	}
 	if n != x.n || n*maxLoadDen > len(x.b)*maxLoadNum {
 		return fmt.Errorf("index: %d items counted, %d recorded, %d buckets", n, x.n, len(x.b))
+	}
+	return nil
+}
+
+// checkMarks verifies the dedup fast path's marks (see shared.go): an entry has a mark iff
+// markOf holds one for it, the mark names the entry and its item, a published mark is in
+// its cell and gives the entry's waiting priority, an unpublished one is idle, and every
+// mark in the table is its entry's published mark.
+func (c *core[T]) checkMarks() error {
+	t := c.table.Load()
+	if len(c.markOf) > int(c.nslots) {
+		return fmt.Errorf("marks: %d marks by slot for %d slots", len(c.markOf), c.nslots)
+	}
+	for s := range c.nslots {
+		e := c.e(s)
+		var m *mark[T]
+		if int(s) < len(c.markOf) {
+			m = c.markOf[s]
+		}
+		if (e.mk == mkNone) != (m == nil) {
+			return fmt.Errorf("marks: slot %d in state %d has mark %p", s, e.mk, m)
+		}
+		if m == nil {
+			continue
+		}
+		if m.slot != s || m.item != e.item {
+			return fmt.Errorf("marks: slot %d has the mark of slot %d (%v, entry %v)", s, m.slot, m.item, e.item)
+		}
+		want := int64(idlePrio)
+		if st := e.state(); e.mk == mkPublished && (st == stQueued || st == stRedirty) {
+			want = int64(c.lanes[e.lane()].prio)
+		}
+		if got := m.prio.Load(); got != want {
+			return fmt.Errorf("marks: slot %d (state %d, mark %d) published priority %d, want %d", s, e.state(), e.mk, got, want)
+		}
+		if e.mk == mkPublished && (t == nil || t[e.tag&marksMask].Load() != m) {
+			return fmt.Errorf("marks: slot %d published but not in its cell", s)
+		}
+	}
+	if t == nil {
+		return nil
+	}
+	for i := range t {
+		m := t[i].Load()
+		if m == nil {
+			continue
+		}
+		if int(m.slot) >= len(c.markOf) || c.markOf[m.slot] != m || c.e(m.slot).mk != mkPublished {
+			return fmt.Errorf("marks: cell %d holds a mark of slot %d that is not published", i, m.slot)
+		}
+		if c.e(m.slot).tag&marksMask != uint32(i) {
+			return fmt.Errorf("marks: cell %d holds the mark of a tag for cell %d", i, c.e(m.slot).tag&marksMask)
+		}
 	}
 	return nil
 }

@@ -34,8 +34,9 @@ type Config[T comparable] struct {
 
 	// FairnessKey, if set, groups items (for example by namespace): among items of equal
 	// priority, groups take turns, one item per turn, in the order they became non-empty.
-	// It is called once per add, outside the queue's lock, and must be deterministic and
-	// safe for concurrent use. Nil puts every item in one group.
+	// It is called once per add (except for an add found to be a duplicate before the
+	// queue's lock is taken), outside the queue's lock, and must be deterministic and safe
+	// for concurrent use. Nil puts every item in one group.
 	FairnessKey func(T) string
 
 	// AgingLimit bounds how long items of a lower priority wait while higher priorities are
@@ -264,7 +265,11 @@ func (q *Queue[T]) key(item T) string {
 // twice; an item being processed is handed out again after its Done. After shut-down Add
 // does nothing.
 func (q *Queue[T]) Add(item T) {
-	q.addNow(item, tagOf(q.seed, item), 0, q.key(item), false)
+	tag := tagOf(q.seed, item)
+	if q.c.waiting(item, tag, 0) {
+		return // a duplicate, found without the lock (see shared.go)
+	}
+	q.addNow(item, tag, 0, q.key(item), false)
 }
 
 // AddAfter adds item once d has passed (at once if d <= 0). If the item is already
@@ -320,6 +325,9 @@ func (q *Queue[T]) AddWithOptions(item T, opts AddOptions) {
 	}
 	if d > 0 || opts.RateLimited {
 		q.addDelayed(item, tag, d, now, opts.Priority, q.key(item), true)
+		return
+	}
+	if q.c.waiting(item, tag, opts.Priority) {
 		return
 	}
 	q.addNow(item, tag, opts.Priority, q.key(item), false)
