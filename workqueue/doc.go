@@ -20,7 +20,10 @@
 //
 // # Guarantees
 //
-//   - Dedup: an item added any number of times while it waits is handed out once.
+//   - Dedup: an item added any number of times while it waits is handed out once. An Add
+//     of an item that waits at an equal or higher priority and was seen duplicated before
+//     returns without taking a lock or writing shared memory (see Queue.Add), so a storm of
+//     adds of hot keys does not contend with the workers.
 //   - Stingy: an item is never handed to two workers at once. Added while being processed,
 //     it is queued again when Done is called, at the back of its group.
 //   - Order: higher priority first. Within a priority, items of one fairness key are
