@@ -294,6 +294,7 @@ func BenchmarkWorkqueueAddAfterMixed(b *testing.B) {
 			delays := wqMixedDelays(b.N)
 			q := impl.mk()
 			b.ReportAllocs()
+			settled := make(chan struct{})
 			var wg sync.WaitGroup
 			wg.Go(func() {
 				for {
@@ -302,6 +303,9 @@ func BenchmarkWorkqueueAddAfterMixed(b *testing.B) {
 						return
 					}
 					q.done(item)
+					if item == "sentinel" {
+						close(settled)
+					}
 				}
 			})
 			b.ResetTimer()
@@ -309,7 +313,8 @@ func BenchmarkWorkqueueAddAfterMixed(b *testing.B) {
 			for i, k := range keys {
 				q.addAfter(k, delays[i])
 			}
-			wqSettle(q)
+			q.addAfter("sentinel", 0) // as in wqSettle, taken by the worker
+			<-settled
 			b.StopTimer()
 			cpu.report(b)
 			q.shutDown()

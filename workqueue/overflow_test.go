@@ -1,9 +1,11 @@
 package workqueue
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 )
 
 // checkOverflow verifies the overflow heap's invariants: chunk count and size, and heap
@@ -89,5 +91,43 @@ func TestOverflowMonotonic(t *testing.T) {
 			t.Fatalf("pop %d: slot %d", i, got.slot)
 		}
 		h.pop()
+	}
+}
+
+// TestScheduleRingStartsAtPresent: a ring that was empty starts at the present (or an
+// earlier deadline), not at the deadline that arrives first: a far deadline scheduled
+// first must not pull the near ones scheduled after it into the current bucket.
+func TestScheduleRingStartsAtPresent(t *testing.T) {
+	q := New(Config[string]{})
+	defer q.ShutDown()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	c := &q.c
+	now := int64(1) << 40
+	c.addAt("far", tagOf(q.seed, "far"), now+int64(time.Hour), 0, "", now)
+	if c.sched.cur > now>>wheelBits {
+		t.Fatalf("ring starts at bucket %d, after the present %d", c.sched.cur, now>>wheelBits)
+	}
+	for i := range 100 {
+		k := fmt.Sprint("near-", i)
+		c.addAt(k, tagOf(q.seed, k), now+int64(time.Millisecond)+int64(i)<<wheelBits, 0, "", now)
+	}
+	if n := len(c.sched.ring[c.sched.cur&wheelMask].els); n != 0 {
+		t.Fatalf("%d deadlines in the current bucket, want 0", n)
+	}
+	for i := range 100 {
+		k := (now+int64(time.Millisecond))>>wheelBits + int64(i)
+		if n := len(c.sched.ring[k&wheelMask].els); n != 1 {
+			t.Fatalf("bucket %d holds %d deadlines, want 1", k, n)
+		}
+	}
+	if err := c.check(); err != nil {
+		t.Fatal(err)
+	}
+	if moved, _ := c.fire(now+int64(time.Millisecond)+50<<wheelBits, 1000); moved != 51 {
+		t.Fatalf("%d fired, want 51", moved)
+	}
+	if err := c.check(); err != nil {
+		t.Fatal(err)
 	}
 }

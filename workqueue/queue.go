@@ -526,10 +526,14 @@ func (q *Queue[T]) takeStage() [][]staged[T] {
 
 // applyLocked moves staged adds into the core. Requires fmu and mu held.
 func (q *Queue[T]) applyLocked(bufs [][]staged[T]) {
+	if len(bufs) == 0 {
+		return
+	}
+	now := q.now()
 	for _, buf := range bufs {
 		q.c.touch(buf)
 		for i := range buf {
-			q.c.addAt(buf[i].item, buf[i].tag, buf[i].at, buf[i].prio, buf[i].key)
+			q.c.addAt(buf[i].item, buf[i].tag, buf[i].at, buf[i].prio, buf[i].key, now)
 		}
 	}
 }

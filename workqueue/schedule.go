@@ -71,8 +71,9 @@ type schedule struct {
 func (c *core[T]) valid(el delayed) bool { return c.e(el.slot).dat == el.at }
 
 // addAt schedules item to be added at deadline at (> 0). A pending earlier deadline wins;
-// the priority is the highest requested. tag is tagOf(item).
-func (c *core[T]) addAt(item T, tag uint32, at int64, prio int, key string) {
+// the priority is the highest requested. tag is tagOf(item); now is the current time (or
+// earlier), on the clock of the deadlines.
+func (c *core[T]) addAt(item T, tag uint32, at int64, prio int, key string, now int64) {
 	s, pos := c.lookup(item, tag)
 	if s == none {
 		s = c.alloc(item, tag, pos)
@@ -91,7 +92,7 @@ func (c *core[T]) addAt(item T, tag uint32, at int64, prio int, key string) {
 		}
 		e.dat = at
 		c.sched.stale++ // the element of the later deadline
-		c.insert(s, at)
+		c.insert(s, at, now)
 		if d := &c.sched; d.stale > d.pending+compactMin {
 			c.compactSchedule()
 		}
@@ -100,11 +101,11 @@ func (c *core[T]) addAt(item T, tag uint32, at int64, prio int, key string) {
 	e.dat = at
 	e.dlane = c.acquire(prio, key)
 	c.sched.pending++
-	c.insert(s, at)
+	c.insert(s, at, now)
 }
 
-// insert adds an element for slot s at deadline at.
-func (c *core[T]) insert(s int32, at int64) {
+// insert adds an element for slot s at deadline at; now is the current time (or earlier).
+func (c *core[T]) insert(s int32, at, now int64) {
 	d := &c.sched
 	d.seq++
 	el := delayed{at: at, slot: s, seq: d.seq}
@@ -112,10 +113,13 @@ func (c *core[T]) insert(s int32, at int64) {
 		d.ring = make([]bucket, wheelSize)
 	}
 	k := at >> wheelBits
-	if d.inRing == 0 { // the ring may start anywhere: at this deadline, if before the overflow's
-		d.cur = k
+	if d.inRing == 0 {
+		// The ring may start anywhere: at this deadline, or the overflow's first if earlier,
+		// but never after the present. A ring started at a far deadline would take every
+		// nearer one into its current bucket, which then sorts slowly and often.
+		d.cur = min(k, now>>wheelBits)
 		if d.over.len() > 0 {
-			d.cur = min(k, d.over.min().at>>wheelBits)
+			d.cur = min(d.cur, d.over.min().at>>wheelBits)
 		}
 		c.refill()
 	}
