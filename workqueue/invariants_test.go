@@ -460,8 +460,8 @@ func (c *core[T]) checkMarks() error {
 		if got := m.prio.Load(); got != want {
 			return fmt.Errorf("marks: slot %d (state %d, mark %d) published priority %d, want %d", s, e.state(), e.mk, got, want)
 		}
-		if e.mk == mkPublished && (t == nil || t[e.tag&marksMask].Load() != m) {
-			return fmt.Errorf("marks: slot %d published but not in its cell", s)
+		if i := e.tag & marksMask; e.mk == mkPublished && (t == nil || t[i].Load() != m && t[i^1].Load() != m) {
+			return fmt.Errorf("marks: slot %d published but not in its cells", s)
 		}
 	}
 	if t == nil {
@@ -475,8 +475,11 @@ func (c *core[T]) checkMarks() error {
 		if int(m.slot) >= len(c.markOf) || c.markOf[m.slot] != m || c.e(m.slot).mk != mkPublished {
 			return fmt.Errorf("marks: cell %d holds a mark of slot %d that is not published", i, m.slot)
 		}
-		if c.e(m.slot).tag&marksMask != uint32(i) {
+		if c.e(m.slot).tag&marksMask != uint32(i) && c.e(m.slot).tag&marksMask != uint32(i^1) {
 			return fmt.Errorf("marks: cell %d holds the mark of a tag for cell %d", i, c.e(m.slot).tag&marksMask)
+		}
+		if t[i^1].Load() == m {
+			return fmt.Errorf("marks: the mark of slot %d is in cells %d and %d", m.slot, i, i^1)
 		}
 	}
 	return nil

@@ -14,15 +14,17 @@ import (
 // Each published item has a mark: an immutable copy of the item and its slot, and an atomic
 // priority, set by the core under its lock to the priority of the item's lane while the
 // item waits, and to idle otherwise. An adder finds the mark at marks[tag & marksMask],
-// compares the item, and drops its add if the priority is not idle and at least its own.
+// (or its neighbour), compares the item, and drops its add if the priority is not idle and
+// at least its own.
 // The mark's priority is stored in the same critical section as the state it mirrors, so
 // an adder that reads a waiting priority saw the item waiting at that moment: its add is a
 // duplicate then, and the outcome is that of taking the lock. An adder that finds no mark,
 // another item's mark, or an idle one takes the usual path.
 //
-// The table is direct-mapped: an item is published when an add under the lock finds it
-// duplicated and its cell is empty or holds an item that does not wait (which is then
-// unpublished). A mark lives as long as its item's entry (including while cached) and is
+// The table is 2-way set-associative: an item may sit in cell tag&marksMask or in its
+// neighbour (the same cache line). An item is published when an add under the lock finds it
+// duplicated and one of its two cells is empty or holds an item that does not wait (which
+// is then unpublished); an empty cell is taken first, then the item's own. A mark lives as long as its item's entry (including while cached) and is
 // reused when the item is published again, so steady churn allocates nothing.
 
 // marksBits sets the table's size, 2^marksBits cells (32KiB of pointers), made on the first
@@ -60,7 +62,12 @@ func (c *core[T]) waiting(item T, tag uint32, prio int) bool {
 	if t == nil {
 		return false
 	}
-	m := t[tag&marksMask].Load()
+	i := tag & marksMask
+	return t[i].Load().waiting(item, prio) || t[i^1].Load().waiting(item, prio)
+}
+
+// waiting reports whether m (nil allowed) is item's mark, waiting at prio or higher.
+func (m *mark[T]) waiting(item T, prio int) bool {
 	if m == nil {
 		return false
 	}
@@ -84,7 +91,8 @@ func (c *core[T]) markIdle(s int32, e *entry[T]) {
 	}
 }
 
-// publish publishes entry s, which waits, unless its cell holds another item that waits.
+// publish publishes entry s, which waits, unless both its cells hold other items that
+// wait.
 func (c *core[T]) publish(s int32) {
 	t := c.table.Load()
 	if t == nil {
@@ -92,11 +100,19 @@ func (c *core[T]) publish(s int32) {
 		c.table.Store(t)
 	}
 	e := c.e(s)
-	cell := &t[e.tag&marksMask]
-	if old := cell.Load(); old != nil {
-		if old.prio.Load() != idlePrio {
-			return
+	i := e.tag & marksMask
+	cell, old := &t[i], t[i].Load()
+	if old != nil {
+		if other := &t[i^1]; other.Load() == nil {
+			cell, old = other, nil
+		} else if old.prio.Load() != idlePrio {
+			cell, old = other, other.Load()
+			if old.prio.Load() != idlePrio {
+				return
+			}
 		}
+	}
+	if old != nil {
 		c.e(old.slot).mk = mkHeld
 	}
 	if n := int(c.nslots); len(c.markOf) < n {
@@ -117,7 +133,10 @@ func (c *core[T]) dropMark(s int32, e *entry[T]) {
 	m := c.markOf[s]
 	if e.mk == mkPublished {
 		m.prio.Store(idlePrio)
-		c.table.Load()[e.tag&marksMask].CompareAndSwap(m, nil)
+		t, i := c.table.Load(), e.tag&marksMask
+		if !t[i].CompareAndSwap(m, nil) {
+			t[i^1].CompareAndSwap(m, nil)
+		}
 	}
 	c.markOf[s] = nil
 	e.mk = mkNone

@@ -110,47 +110,47 @@ func TestDuplicateFastPathPriority(t *testing.T) {
 	checkInvariants(t, q)
 }
 
-// collide returns two distinct items that share a cell of the marks table.
-func collide(q *Queue[string]) (string, string) {
-	first := map[uint32]string{}
+// collide returns three distinct items that share a pair of cells of the marks table.
+func collide(q *Queue[string]) (string, string, string) {
+	seen := map[uint32][]string{}
 	for i := 0; ; i++ {
 		k := fmt.Sprint("item-", i)
-		cell := tagOf(q.seed, k) & marksMask
-		if other, ok := first[cell]; ok {
-			return other, k
+		pair := tagOf(q.seed, k) & marksMask >> 1
+		if seen[pair] = append(seen[pair], k); len(seen[pair]) == 3 {
+			return seen[pair][0], seen[pair][1], seen[pair][2]
 		}
-		first[cell] = k
 	}
 }
 
-// TestDuplicateFastPathCollision: two items of one cell take turns in it: a waiting item
-// is never evicted, an idle one is, and neither is ever taken for the other.
+// TestDuplicateFastPathCollision: three items of one pair of cells take turns in it: a
+// waiting item is never evicted, an idle one is, and none is ever taken for another.
 func TestDuplicateFastPathCollision(t *testing.T) {
 	q := New(Config[string]{})
 	defer q.ShutDown()
-	x, y := collide(q)
-	q.Add(x)
-	q.Add(x)
-	q.Add(y)
-	q.Add(y) // x waits in the cell: y stays unpublished
+	x, y, z := collide(q)
+	for _, k := range []string{x, x, y, y, z, z} { // x and y wait in the pair: z stays out
+		q.Add(k)
+	}
 	q.Len()
 	checkInvariants(t, q)
-	if !published(q, x, 0) || published(q, y, 0) {
-		t.Fatal("a waiting item was evicted from its cell")
+	if !published(q, x, 0) || !published(q, y, 0) || published(q, z, 0) {
+		t.Fatal("a waiting item was evicted from its cells, or one was not published")
 	}
 	mustGet(t, q, x) // x no longer waits
-	q.Add(y)         // a duplicate of y: y takes the cell
+	q.Add(z)         // a duplicate of z: z takes x's cell
 	q.Len()
 	checkInvariants(t, q)
-	if published(q, x, 0) || !published(q, y, 0) {
+	if published(q, x, 0) || !published(q, y, 0) || !published(q, z, 0) {
 		t.Fatal("the idle item was not replaced")
 	}
-	q.Add(x) // x is processing: not a duplicate, and not y's
+	q.Add(x) // x is processing: not a duplicate, and not z's
 	q.Done(x)
 	mustGet(t, q, y)
+	mustGet(t, q, z)
 	mustGet(t, q, x)
-	q.Done(x)
-	q.Done(y)
+	for _, k := range []string{x, y, z} {
+		q.Done(k)
+	}
 	if n := q.Len(); n != 0 {
 		t.Fatalf("%d ready at the end", n)
 	}
@@ -184,6 +184,21 @@ func TestDuplicateFastPathReleased(t *testing.T) {
 	mustGet(t, q, "b")
 	mustGet(t, q, "a")
 	checkInvariants(t, q)
+
+	// Two items of one pair of cells, one of them in its neighbour cell: released, both
+	// leave the table.
+	x, y, _ := collide(q)
+	for _, k := range []string{x, x, y, y} {
+		q.Add(k)
+	}
+	mustGet(t, q, x)
+	mustGet(t, q, y)
+	q.Done(x)
+	q.Done(y)
+	checkInvariants(t, q)
+	if published(q, x, math.MinInt+1) || published(q, y, math.MinInt+1) {
+		t.Fatal("released items still published")
+	}
 }
 
 // TestDuplicateFastPathConcurrent: producers add a few hot items as fast as they can
