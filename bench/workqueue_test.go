@@ -7,8 +7,11 @@ package bench
 //	go test -run '^$' -bench Workqueue -benchmem -count 5 ./bench/
 //
 // The AddAfter case fires every item, so run it with -benchtime=1000000x to get the
-// million-item figure (and the same number of items for both); WorkqueueWaitingMemory
-// always uses a million items. Besides ns/op, the timed cases report cpu-ns/op, the
+// million-item figure (and the same number of items for both); so do AddAfterLong and
+// AddAfterMixed, whose schedules grow with b.N. WorkqueueWaitingMemory always uses a
+// million items. In WorkqueueDedup most adds are absorbed by dedup, and how many are
+// handed out (gets/op) depends on how adders and workers interleave, so read its ns/op
+// with gets/op. Besides ns/op, the timed cases report cpu-ns/op, the
 // process's CPU time per op (see wqCPU): on a shared machine ns/op swings with other
 // processes' load, and favours whichever implementation keeps more threads runnable.
 
