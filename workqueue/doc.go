@@ -62,7 +62,7 @@
 //     runs empty after a load far below its past peak. With string items, a scheduled item
 //     costs about 84 bytes (client-go: about 113); Add, Get and Done allocate nothing in
 //     steady state. A queue that has seen a duplicate add also keeps a 32KiB table for the
-//     lock-free duplicate check, and about 40 bytes per item seen duplicated, for as long
+//     lock-free duplicate check, and about 100 bytes per item seen duplicated, for as long
 //     as the item is held or kept.
 //   - Hooks: FairnessKey, RateLimiter and Metrics are never called with the queue's lock
 //     held.

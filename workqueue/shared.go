@@ -37,11 +37,14 @@ const (
 // idlePrio is the priority of a mark whose item does not wait.
 const idlePrio = math.MinInt64
 
-// mark is an item's published waiting state; see above.
+// mark is an item's published waiting state; see above. The pad keeps the priorities of
+// two marks off a shared cache line, so that a lock holder changing one item's state does
+// not evict another's mark from the adders' caches.
 type mark[T comparable] struct {
 	item T     // never changes
 	slot int32 // never changes
 	prio atomic.Int64
+	_    [cacheLine]byte
 }
 
 // marks is the table of published marks.
