@@ -27,6 +27,8 @@ func checkInvariants[T comparable](t testing.TB, q *Queue[T]) {
 	case err != nil:
 	case int(q.nadds.Load()) != len(q.adds):
 		err = fmt.Errorf("nadds %d, %d adds staged", q.nadds.Load(), len(q.adds))
+	case !stagedCovered(q):
+		err = fmt.Errorf("staged %#x misses the tag of a staged add", q.staged.Load())
 	case len(q.adds) >= stageMax:
 		err = fmt.Errorf("%d adds staged, limit %d", len(q.adds), stageMax)
 	case q.ashut && len(q.adds) > 0:
@@ -483,4 +485,14 @@ func (c *core[T]) checkMarks() error {
 		}
 	}
 	return nil
+}
+
+// stagedCovered reports whether q.staged has the bit of every staged add's tag.
+func stagedCovered[T comparable](q *Queue[T]) bool {
+	for _, a := range q.adds {
+		if q.staged.Load()&(uint64(1)<<(a.tag%64)) == 0 {
+			return false
+		}
+	}
+	return true
 }

@@ -176,6 +176,9 @@ type Queue[T comparable] struct {
 	// other and no item is staged while a Get sleeps.
 	nadds atomic.Int32
 	nwait atomic.Int32
+	// staged has bit tag%64 set for the tag of every add in adds (and maybe more); written
+	// under amu, read without it by Done (see Done).
+	staged atomic.Uint64
 
 	_ [cacheLine]byte
 
@@ -363,6 +366,11 @@ func (q *Queue[T]) addNow(item T, tag uint32, prio int, key string, retried bool
 			q.amu.Unlock()
 			return
 		}
+		// The tag's bit is set before the add is appended: a Done that finds it clear
+		// may take the add for one made after it.
+		if bit := uint64(1) << (tag % 64); q.staged.Load()&bit == 0 {
+			q.staged.Store(q.staged.Load() | bit)
+		}
 		q.adds = append(q.adds, staged[T]{item: item, at: at, prio: prio, key: key, tag: tag})
 		n := len(q.adds)
 		q.nadds.Store(int32(n))
@@ -405,6 +413,7 @@ func (q *Queue[T]) applyAddsLocked() {
 	buf := q.adds
 	q.adds, q.spareAdds = q.spareAdds, nil
 	q.nadds.Store(0)
+	q.staged.Store(0)
 	q.amu.Unlock()
 	q.c.touch(buf)
 	for i := range buf {
@@ -797,9 +806,20 @@ func (q *Queue[T]) removeWaiterLocked(w *waiter[T]) {
 // Done marks the end of processing of an item returned by Get. If the item was added again
 // meanwhile, it is queued again now. Done of an item that is not being processed (never
 // handed out, or already Done) does nothing.
+//
+// Done applies the staged adds first only when they may matter to it: when the item was
+// added again during its processing (it is then queued behind the adds staged before
+// the Done), or when one of them may be an add of the item. Otherwise the item is retired
+// whatever the staged adds are, and they are applied by the next holder of the lock, in
+// the same order, so a worker does not take the staging lock twice per item.
 func (q *Queue[T]) Done(item T) {
 	q.mu.Lock()
-	q.applyAddsLocked()
+	if q.nadds.Load() != 0 {
+		s := q.c.findInFlight(item)
+		if s != none && (q.c.e(s).state() == stRedirty || q.staged.Load()&(uint64(1)<<(q.c.e(s).tag%64)) != 0) {
+			q.applyAddsLocked()
+		}
+	}
 	var now int64
 	if q.metrics != nil {
 		now = q.now()
