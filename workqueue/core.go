@@ -874,13 +874,9 @@ func (c *core[T]) findInFlight(item T) int32 {
 	return s
 }
 
-// done ends the processing of item. It reports false when the item was not in flight (a
-// misuse that is ignored), and how long it was processed (0 without timing).
-func (c *core[T]) done(item T, now int64) (bool, int64) {
-	s := c.findInFlight(item)
-	if s == none {
-		return false, 0
-	}
+// finish ends the processing of in-flight entry s (as found by findInFlight) and returns
+// how long it was processed (0 without timing).
+func (c *core[T]) finish(s int32, now int64) int64 {
 	e := c.e(s)
 	var worked int64
 	if c.timing {
@@ -903,10 +899,10 @@ func (c *core[T]) done(item T, now int64) (bool, int64) {
 	if e.state() == stRedirty {
 		c.redirty--
 		c.push(s, e.lane()) // pending since its re-add: keep that stamp
-		return true, worked
+		return worked
 	}
 	c.retire(s)
-	return true, worked
+	return worked
 }
 
 // inFlight reports the in-flight count, their summed processing time and the longest.

@@ -814,17 +814,20 @@ func (q *Queue[T]) removeWaiterLocked(w *waiter[T]) {
 // the same order, so a worker does not take the staging lock twice per item.
 func (q *Queue[T]) Done(item T) {
 	q.mu.Lock()
-	if q.nadds.Load() != 0 {
-		s := q.c.findInFlight(item)
-		if s != none && (q.c.e(s).state() == stRedirty || q.staged.Load()&(uint64(1)<<(q.c.e(s).tag%64)) != 0) {
-			q.applyAddsLocked()
-		}
+	// Applying adds neither moves entries nor changes which are in flight: s stays valid.
+	s := q.c.findInFlight(item)
+	if q.nadds.Load() != 0 && s != none && (q.c.e(s).state() == stRedirty || q.staged.Load()&(uint64(1)<<(q.c.e(s).tag%64)) != 0) {
+		q.applyAddsLocked()
 	}
 	var now int64
 	if q.metrics != nil {
 		now = q.now()
 	}
-	ok, worked := q.c.done(item, now)
+	ok := s != none
+	var worked int64
+	if ok {
+		worked = q.c.finish(s, now)
+	}
 	if ok {
 		q.dispatchLocked(now)
 	}
