@@ -7,14 +7,19 @@ package bench
 //	go test -run '^$' -bench Workqueue -benchmem -count 5 ./bench/
 //
 // The AddAfter case fires every item, so run it with -benchtime=1000000x to get the
-// million-item figure (and the same number of items for both); WorkqueueWaitingMemory
-// always uses a million items. Besides ns/op, the timed cases report cpu-ns/op, the
+// million-item figure (and the same number of items for both); so do AddAfterLong and
+// AddAfterMixed, whose schedules grow with b.N. WorkqueueWaitingMemory always uses a
+// million items. In WorkqueueDedup most adds are absorbed by dedup, and how many are
+// handed out (gets/op) depends on how adders and workers interleave, so read its ns/op
+// with gets/op. Besides ns/op, the timed cases report cpu-ns/op, the
 // process's CPU time per op (see wqCPU): on a shared machine ns/op swings with other
 // processes' load, and favours whichever implementation keeps more threads runnable.
 
 import (
 	"context"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -120,7 +125,7 @@ func wqKeys(n int) []string {
 // processed, so no Add is absorbed by dedup and every op is one full cycle.
 // impl=ctrlkit-nokeep runs ctrlkit with Config.KeepFinished < 0 (no finished-item cache).
 func BenchmarkWorkqueueAddGetDone(b *testing.B) {
-	for _, c := range []struct{ p, w, k int }{{4, 4, 1000}, {1, 1, 100000}, {8, 16, 10000}} {
+	for _, c := range []struct{ p, w, k int }{{4, 4, 1000}, {1, 1, 100000}, {8, 16, 10000}, {1, 1, 1000}, {4, 16, 1000}, {4, 64, 10000}} {
 		keys := wqOwnedKeys(c.k, c.p)
 		for _, impl := range wqImplsNoKeep {
 			b.Run(fmt.Sprintf("p%dw%dk%d/impl=%s", c.p, c.w, c.k, impl.name), func(b *testing.B) {
@@ -234,6 +239,151 @@ func BenchmarkWorkqueueAddAfter(b *testing.B) {
 			q.shutDown()
 		})
 	}
+}
+
+// BenchmarkWorkqueueAddAfterLong: one producer schedules b.N distinct keys an hour ahead,
+// the RequeueAfter pattern; nothing fires during the run, so ns/op is the cost of
+// scheduling alone. The queue is shut down after the timer stops.
+func BenchmarkWorkqueueAddAfterLong(b *testing.B) {
+	for _, impl := range wqImpls {
+		b.Run("impl="+impl.name, func(b *testing.B) {
+			keys := wqKeys(b.N)
+			q := impl.mk()
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu := wqCPUStart()
+			for _, k := range keys {
+				q.addAfter(k, time.Hour)
+			}
+			wqSettle(q)
+			b.StopTimer()
+			cpu.report(b)
+			q.shutDown()
+		})
+	}
+}
+
+// wqSettle returns once every AddAfter made before it has been stored by the queue:
+// client-go hands AddAfter to a goroutine through a channel, so its adds are not done when
+// the calls return. A zero-delay sentinel comes out of Get only after everything scheduled
+// before it; ctrlkit stores it at once.
+func wqSettle(q wqQueue) {
+	q.addAfter("sentinel", 0)
+	if item, ok := q.get(); !ok || item != "sentinel" {
+		panic(fmt.Sprintf("sentinel: got %q, %v", item, ok))
+	}
+	q.done("sentinel")
+}
+
+// wqMixedDelays returns n delays from 1ms to 1h, log-uniformly spread, from a fixed seed:
+// every implementation and every run schedules the same sequence.
+func wqMixedDelays(n int) []time.Duration {
+	r := rand.New(rand.NewPCG(1, 2))
+	lo, hi := math.Log(float64(time.Millisecond)), math.Log(float64(time.Hour))
+	delays := make([]time.Duration, n)
+	for i := range delays {
+		delays[i] = time.Duration(math.Exp(lo + r.Float64()*(hi-lo)))
+	}
+	return delays
+}
+
+// BenchmarkWorkqueueAddAfterMixed: one producer schedules b.N distinct keys with delays
+// from 1ms to 1h (log-uniform, seeded), while one worker takes whatever fires; ns/op is the
+// cost of scheduling, including the firings that fall within the run (the short delays).
+func BenchmarkWorkqueueAddAfterMixed(b *testing.B) {
+	for _, impl := range wqImpls {
+		b.Run("impl="+impl.name, func(b *testing.B) {
+			keys := wqKeys(b.N)
+			delays := wqMixedDelays(b.N)
+			q := impl.mk()
+			b.ReportAllocs()
+			settled := make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				for {
+					item, ok := q.get()
+					if !ok {
+						return
+					}
+					q.done(item)
+					if item == "sentinel" {
+						close(settled)
+					}
+				}
+			})
+			b.ResetTimer()
+			cpu := wqCPUStart()
+			for i, k := range keys {
+				q.addAfter(k, delays[i])
+			}
+			q.addAfter("sentinel", 0) // as in wqSettle, taken by the worker
+			<-settled
+			b.StopTimer()
+			cpu.report(b)
+			q.shutDown()
+			wg.Wait()
+		})
+	}
+}
+
+// BenchmarkWorkqueueDedup: P producers each add b.N/P times, cycling through the same K
+// keys from different offsets and never waiting, while W workers Get and Done; most adds
+// find their key already queued or in flight (dedup), the hot-key pattern of a busy
+// controller. ns/op is per Add; gets/op is the share of adds that were handed out (the
+// rest were absorbed by dedup), which depends on how the adds and the workers interleave.
+func BenchmarkWorkqueueDedup(b *testing.B) {
+	for _, c := range []struct{ p, w, k int }{{4, 4, 1000}, {1, 1, 1000}, {4, 16, 1000}, {4, 64, 1000}} {
+		keys := wqKeys(c.k)
+		for _, impl := range wqImpls {
+			b.Run(fmt.Sprintf("p%dw%dk%d/impl=%s", c.p, c.w, c.k, impl.name), func(b *testing.B) {
+				wqRunDedup(b, impl.mk(), c.p, c.w, keys)
+			})
+		}
+	}
+}
+
+func wqRunDedup(b *testing.B, q wqQueue, producers, workers int, keys []string) {
+	b.ReportAllocs()
+	var gets atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			n := int64(0)
+			for {
+				item, ok := q.get()
+				if !ok {
+					break
+				}
+				q.done(item)
+				n++
+			}
+			gets.Add(n)
+		})
+	}
+	b.ResetTimer()
+	cpu := wqCPUStart()
+	var pwg sync.WaitGroup
+	for p := range producers {
+		pwg.Go(func() {
+			total := b.N / producers
+			if p < b.N%producers {
+				total++
+			}
+			i := p * len(keys) / producers
+			for range total {
+				q.add(keys[i])
+				if i++; i == len(keys) {
+					i = 0
+				}
+			}
+		})
+	}
+	pwg.Wait()
+	q.drain()
+	wg.Wait()
+	b.StopTimer()
+	cpu.report(b)
+	b.ReportMetric(float64(gets.Load())/float64(b.N), "gets/op")
 }
 
 // BenchmarkWorkqueueAddRateLimited: b.N AddRateLimited calls over 10,000 keys with the

@@ -1,6 +1,9 @@
 package workqueue
 
-import "hash/maphash"
+import (
+	"hash/maphash"
+	"sync/atomic"
+)
 
 // none marks an absent slot or lane.
 const none int32 = -1
@@ -44,6 +47,8 @@ type entry[T comparable] struct {
 	// tag is tagOf(item), kept so that dropping the entry from the index does not hash the
 	// item again (its bytes are usually out of cache by then).
 	tag uint32
+	// mk says whether the entry has a mark, and whether it is published (see shared.go).
+	mk uint8
 }
 
 const (
@@ -149,6 +154,16 @@ type core[T comparable] struct {
 	levels    []level
 
 	sched schedule // pending delayed adds
+
+	// table is the dedup fast path's table of published marks, read by adders without the
+	// lock (nil until the first duplicate add), on a cache line of its own so that the
+	// writes of lock holders to the fields around it do not evict it from the adders'
+	// caches; markOf holds the marks by slot (nil for entries without one; shorter than
+	// nslots until needed). See shared.go.
+	_      [cacheLine]byte
+	table  atomic.Pointer[marks[T]]
+	_      [cacheLine - 8]byte
+	markOf []*mark[T]
 
 	touched uint64 // sink of touch, so that its reads are not optimized away
 
@@ -489,6 +504,9 @@ func (c *core[T]) release(s int32) { c.releaseTag(s, c.e(s).tag) }
 
 // releaseTag frees an idle entry whose item's tag is tag.
 func (c *core[T]) releaseTag(s int32, tag uint32) {
+	if e := c.e(s); e.mk != mkNone {
+		c.dropMark(s, e)
+	}
 	c.idx.del(tag, s)
 	*c.e(s) = entry[T]{dlane: none, prev: none, next: none}
 	c.free = append(c.free, s)
@@ -519,6 +537,7 @@ func (c *core[T]) emptied() {
 		c.freeLane = none
 		c.laneIndex = make(map[laneKey]int32)
 		c.sched = schedule{seq: c.sched.seq} // only stale elements are left
+		c.dropMarks()
 		c.high = c.epochPeak
 	}
 	c.epochStart = c.activations
@@ -638,6 +657,7 @@ func (c *core[T]) push(s, l int32) {
 	}
 	ln.tail = s
 	ln.n++
+	c.markWaiting(s, e)
 	li := c.levelOf(ln.prio, true)
 	lv := &c.levels[li]
 	lv.n++
@@ -703,7 +723,7 @@ func (c *core[T]) enqueue(s, l int32, now int64) bool {
 		return false
 	case stProcessing:
 		e.set(stRedirty, l)
-		// (lane set above)
+		c.markWaiting(s, e)
 		c.redirty++
 		if c.timing {
 			c.stamps[s].added = now
@@ -713,6 +733,7 @@ func (c *core[T]) enqueue(s, l int32, now int64) bool {
 		if c.lanes[l].prio > c.lanes[e.lane()].prio {
 			c.unref(e.lane())
 			e.set(stRedirty, l)
+			c.markWaiting(s, e)
 		} else {
 			c.unref(l)
 		}
@@ -729,6 +750,9 @@ func (c *core[T]) add(item T, tag uint32, prio int, key string, now int64) bool 
 	} else if e := c.e(s); e.state() == stCached {
 		c.revive(s)
 	} else if (e.state() == stQueued || e.state() == stRedirty) && prio <= c.lanes[e.lane()].prio {
+		if e.mk != mkPublished {
+			c.publish(s) // so that the next duplicates need no lock
+		}
 		return false // the common duplicate: nothing to change
 	}
 	return c.enqueue(s, c.acquire(prio, key), now)
@@ -803,6 +827,7 @@ func (c *core[T]) pop(now int64) (int32, int64) {
 	} else {
 		lv.since = c.handouts
 	}
+	c.markIdle(s, e)
 	e.set(stProcessing, none)
 	e.prev, e.next = none, none
 	c.unref(l)
@@ -849,13 +874,9 @@ func (c *core[T]) findInFlight(item T) int32 {
 	return s
 }
 
-// done ends the processing of item. It reports false when the item was not in flight (a
-// misuse that is ignored), and how long it was processed (0 without timing).
-func (c *core[T]) done(item T, now int64) (bool, int64) {
-	s := c.findInFlight(item)
-	if s == none {
-		return false, 0
-	}
+// finish ends the processing of in-flight entry s (as found by findInFlight) and returns
+// how long it was processed (0 without timing).
+func (c *core[T]) finish(s int32, now int64) int64 {
 	e := c.e(s)
 	var worked int64
 	if c.timing {
@@ -878,10 +899,10 @@ func (c *core[T]) done(item T, now int64) (bool, int64) {
 	if e.state() == stRedirty {
 		c.redirty--
 		c.push(s, e.lane()) // pending since its re-add: keep that stamp
-		return true, worked
+		return worked
 	}
 	c.retire(s)
-	return true, worked
+	return worked
 }
 
 // inFlight reports the in-flight count, their summed processing time and the longest.

@@ -27,6 +27,8 @@ func checkInvariants[T comparable](t testing.TB, q *Queue[T]) {
 	case err != nil:
 	case int(q.nadds.Load()) != len(q.adds):
 		err = fmt.Errorf("nadds %d, %d adds staged", q.nadds.Load(), len(q.adds))
+	case !stagedCovered(q):
+		err = fmt.Errorf("staged %#x misses the tag of a staged add", q.staged.Load())
 	case len(q.adds) >= stageMax:
 		err = fmt.Errorf("%d adds staged, limit %d", len(q.adds), stageMax)
 	case q.ashut && len(q.adds) > 0:
@@ -301,6 +303,9 @@ func (c *core[T]) check() error {
 	if scheduled != c.sched.pending {
 		return fmt.Errorf("%d entries scheduled, pending = %d", scheduled, c.sched.pending)
 	}
+	if err := c.checkMarks(); err != nil {
+		return err
+	}
 	if err := c.checkSchedule(); err != nil {
 		return err
 	}
@@ -350,11 +355,20 @@ func (c *core[T]) checkSchedule() error {
 	if inRing != d.inRing {
 		return fmt.Errorf("schedule: %d in ring, inRing = %d", inRing, d.inRing)
 	}
-	for i, el := range d.over {
+	if want := (d.over.n + overSize - 1) / overSize; len(d.over.chunks) < want || len(d.over.chunks) > want+1 {
+		return fmt.Errorf("schedule: %d overflow chunks for %d elements", len(d.over.chunks), d.over.n)
+	}
+	for _, ch := range d.over.chunks {
+		if len(ch) != overSize {
+			return fmt.Errorf("schedule: overflow chunk of %d elements", len(ch))
+		}
+	}
+	for i := range d.over.n {
+		el := *d.over.at(i)
 		if el.at>>wheelBits-d.cur < wheelSize {
 			return fmt.Errorf("schedule: deadline %d in the overflow, within the ring", el.at)
 		}
-		if p := (i - 1) / 4; i > 0 && cmpDelayed(d.over[p], el) > 0 {
+		if p := (i - 1) / 4; i > 0 && cmpDelayed(*d.over.at(p), el) > 0 {
 			return fmt.Errorf("schedule: overflow heap order broken at %d", i)
 		}
 		if err := see(el); err != nil {
@@ -415,4 +429,70 @@ func (c *core[T]) checkIndex() error {
 		return fmt.Errorf("index: %d items counted, %d recorded, %d buckets", n, x.n, len(x.b))
 	}
 	return nil
+}
+
+// checkMarks verifies the dedup fast path's marks (see shared.go): an entry has a mark iff
+// markOf holds one for it, the mark names the entry and its item, a published mark is in
+// its cell and gives the entry's waiting priority, an unpublished one is idle, and every
+// mark in the table is its entry's published mark.
+func (c *core[T]) checkMarks() error {
+	t := c.table.Load()
+	if len(c.markOf) > int(c.nslots) {
+		return fmt.Errorf("marks: %d marks by slot for %d slots", len(c.markOf), c.nslots)
+	}
+	for s := range c.nslots {
+		e := c.e(s)
+		var m *mark[T]
+		if int(s) < len(c.markOf) {
+			m = c.markOf[s]
+		}
+		if (e.mk == mkNone) != (m == nil) {
+			return fmt.Errorf("marks: slot %d in state %d has mark %p", s, e.mk, m)
+		}
+		if m == nil {
+			continue
+		}
+		if m.slot != s || m.item != e.item {
+			return fmt.Errorf("marks: slot %d has the mark of slot %d (%v, entry %v)", s, m.slot, m.item, e.item)
+		}
+		want := int64(idlePrio)
+		if st := e.state(); e.mk == mkPublished && (st == stQueued || st == stRedirty) {
+			want = int64(c.lanes[e.lane()].prio)
+		}
+		if got := m.prio.Load(); got != want {
+			return fmt.Errorf("marks: slot %d (state %d, mark %d) published priority %d, want %d", s, e.state(), e.mk, got, want)
+		}
+		if i := e.tag & marksMask; e.mk == mkPublished && (t == nil || t[i].Load() != m && t[i^1].Load() != m) {
+			return fmt.Errorf("marks: slot %d published but not in its cells", s)
+		}
+	}
+	if t == nil {
+		return nil
+	}
+	for i := range t {
+		m := t[i].Load()
+		if m == nil {
+			continue
+		}
+		if int(m.slot) >= len(c.markOf) || c.markOf[m.slot] != m || c.e(m.slot).mk != mkPublished {
+			return fmt.Errorf("marks: cell %d holds a mark of slot %d that is not published", i, m.slot)
+		}
+		if c.e(m.slot).tag&marksMask != uint32(i) && c.e(m.slot).tag&marksMask != uint32(i^1) {
+			return fmt.Errorf("marks: cell %d holds the mark of a tag for cell %d", i, c.e(m.slot).tag&marksMask)
+		}
+		if t[i^1].Load() == m {
+			return fmt.Errorf("marks: the mark of slot %d is in cells %d and %d", m.slot, i, i^1)
+		}
+	}
+	return nil
+}
+
+// stagedCovered reports whether q.staged has the bit of every staged add's tag.
+func stagedCovered[T comparable](q *Queue[T]) bool {
+	for _, a := range q.adds {
+		if q.staged.Load()&(uint64(1)<<(a.tag%64)) == 0 {
+			return false
+		}
+	}
+	return true
 }

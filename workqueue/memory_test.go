@@ -211,7 +211,7 @@ func TestMemoryGivenBack(t *testing.T) {
 			q.Done(item)
 		}
 		q.mu.Lock()
-		slots, heap := q.c.nslots, cap(q.c.sched.over)
+		slots, heap := q.c.nslots, len(q.c.sched.over.chunks)*overSize
 		for _, b := range q.c.sched.ring {
 			heap += cap(b.els)
 		}

@@ -34,8 +34,9 @@ type Config[T comparable] struct {
 
 	// FairnessKey, if set, groups items (for example by namespace): among items of equal
 	// priority, groups take turns, one item per turn, in the order they became non-empty.
-	// It is called once per add, outside the queue's lock, and must be deterministic and
-	// safe for concurrent use. Nil puts every item in one group.
+	// It is called once per add (except for an add found to be a duplicate before the
+	// queue's lock is taken), outside the queue's lock, and must be deterministic and safe
+	// for concurrent use. Nil puts every item in one group.
 	FairnessKey func(T) string
 
 	// AgingLimit bounds how long items of a lower priority wait while higher priorities are
@@ -175,6 +176,9 @@ type Queue[T comparable] struct {
 	// other and no item is staged while a Get sleeps.
 	nadds atomic.Int32
 	nwait atomic.Int32
+	// staged has bit tag%64 set for the tag of every add in adds (and maybe more); written
+	// under amu, read without it by Done (see Done).
+	staged atomic.Uint64
 
 	_ [cacheLine]byte
 
@@ -263,8 +267,16 @@ func (q *Queue[T]) key(item T) string {
 // Add marks item as needing processing, at priority 0. An item already waiting is not added
 // twice; an item being processed is handed out again after its Done. After shut-down Add
 // does nothing.
+//
+// An Add of an item that waits (at priority 0 or higher) and was added twice while waiting
+// before costs one hash of the item and a few atomic loads: no lock, no write to memory
+// other processors read, and no call of Config.FairnessKey.
 func (q *Queue[T]) Add(item T) {
-	q.addNow(item, tagOf(q.seed, item), 0, q.key(item), false)
+	tag := tagOf(q.seed, item)
+	if q.c.waiting(item, tag, 0) {
+		return // a duplicate, found without the lock (see shared.go)
+	}
+	q.addNow(item, tag, 0, q.key(item), false)
 }
 
 // AddAfter adds item once d has passed (at once if d <= 0). If the item is already
@@ -322,6 +334,9 @@ func (q *Queue[T]) AddWithOptions(item T, opts AddOptions) {
 		q.addDelayed(item, tag, d, now, opts.Priority, q.key(item), true)
 		return
 	}
+	if q.c.waiting(item, tag, opts.Priority) {
+		return
+	}
 	q.addNow(item, tag, opts.Priority, q.key(item), false)
 }
 
@@ -350,6 +365,11 @@ func (q *Queue[T]) addNow(item T, tag uint32, prio int, key string, retried bool
 		if q.ashut {
 			q.amu.Unlock()
 			return
+		}
+		// The tag's bit is set before the add is appended: a Done that finds it clear
+		// may take the add for one made after it.
+		if bit := uint64(1) << (tag % 64); q.staged.Load()&bit == 0 {
+			q.staged.Store(q.staged.Load() | bit)
 		}
 		q.adds = append(q.adds, staged[T]{item: item, at: at, prio: prio, key: key, tag: tag})
 		n := len(q.adds)
@@ -393,6 +413,7 @@ func (q *Queue[T]) applyAddsLocked() {
 	buf := q.adds
 	q.adds, q.spareAdds = q.spareAdds, nil
 	q.nadds.Store(0)
+	q.staged.Store(0)
 	q.amu.Unlock()
 	q.c.touch(buf)
 	for i := range buf {
@@ -514,10 +535,14 @@ func (q *Queue[T]) takeStage() [][]staged[T] {
 
 // applyLocked moves staged adds into the core. Requires fmu and mu held.
 func (q *Queue[T]) applyLocked(bufs [][]staged[T]) {
+	if len(bufs) == 0 {
+		return
+	}
+	now := q.now()
 	for _, buf := range bufs {
 		q.c.touch(buf)
 		for i := range buf {
-			q.c.addAt(buf[i].item, buf[i].tag, buf[i].at, buf[i].prio, buf[i].key)
+			q.c.addAt(buf[i].item, buf[i].tag, buf[i].at, buf[i].prio, buf[i].key, now)
 		}
 	}
 }
@@ -781,14 +806,28 @@ func (q *Queue[T]) removeWaiterLocked(w *waiter[T]) {
 // Done marks the end of processing of an item returned by Get. If the item was added again
 // meanwhile, it is queued again now. Done of an item that is not being processed (never
 // handed out, or already Done) does nothing.
+//
+// Done applies the staged adds first only when they may matter to it: when the item was
+// added again during its processing (it is then queued behind the adds staged before
+// the Done), or when one of them may be an add of the item. Otherwise the item is retired
+// whatever the staged adds are, and they are applied by the next holder of the lock, in
+// the same order, so a worker does not take the staging lock twice per item.
 func (q *Queue[T]) Done(item T) {
 	q.mu.Lock()
-	q.applyAddsLocked()
+	// Applying adds neither moves entries nor changes which are in flight: s stays valid.
+	s := q.c.findInFlight(item)
+	if q.nadds.Load() != 0 && s != none && (q.c.e(s).state() == stRedirty || q.staged.Load()&(uint64(1)<<(q.c.e(s).tag%64)) != 0) {
+		q.applyAddsLocked()
+	}
 	var now int64
 	if q.metrics != nil {
 		now = q.now()
 	}
-	ok, worked := q.c.done(item, now)
+	ok := s != none
+	var worked int64
+	if ok {
+		worked = q.c.finish(s, now)
+	}
 	if ok {
 		q.dispatchLocked(now)
 	}

@@ -51,14 +51,14 @@ type bucket struct {
 //
 // Invariants: with K(x) = x.at >> wheelBits, the ring holds inRing elements, bucket
 // ring[k & wheelMask] holds elements with K == k for cur < k < cur+wheelSize, and those with
-// K <= cur for k == cur; every overflow element has K >= cur+wheelSize and over is a 4-ary
-// min-heap in cmpDelayed order; pending is the number of entries with dat != 0, each has
-// exactly one valid element, and stale == inRing + len(over) - pending.
+// K <= cur for k == cur; every overflow element has K >= cur+wheelSize (over is a heap in
+// cmpDelayed order); pending is the number of entries with dat != 0, each has
+// exactly one valid element, and stale == inRing + over.len() - pending.
 type schedule struct {
 	ring    []bucket // wheelSize buckets, made on first use
 	cur     int64    // the bucket being fired
 	inRing  int
-	over    []delayed
+	over    overflow
 	seq     uint32
 	pending int
 	stale   int
@@ -71,8 +71,9 @@ type schedule struct {
 func (c *core[T]) valid(el delayed) bool { return c.e(el.slot).dat == el.at }
 
 // addAt schedules item to be added at deadline at (> 0). A pending earlier deadline wins;
-// the priority is the highest requested. tag is tagOf(item).
-func (c *core[T]) addAt(item T, tag uint32, at int64, prio int, key string) {
+// the priority is the highest requested. tag is tagOf(item); now is the current time (or
+// earlier), on the clock of the deadlines.
+func (c *core[T]) addAt(item T, tag uint32, at int64, prio int, key string, now int64) {
 	s, pos := c.lookup(item, tag)
 	if s == none {
 		s = c.alloc(item, tag, pos)
@@ -91,7 +92,7 @@ func (c *core[T]) addAt(item T, tag uint32, at int64, prio int, key string) {
 		}
 		e.dat = at
 		c.sched.stale++ // the element of the later deadline
-		c.insert(s, at)
+		c.insert(s, at, now)
 		if d := &c.sched; d.stale > d.pending+compactMin {
 			c.compactSchedule()
 		}
@@ -100,11 +101,11 @@ func (c *core[T]) addAt(item T, tag uint32, at int64, prio int, key string) {
 	e.dat = at
 	e.dlane = c.acquire(prio, key)
 	c.sched.pending++
-	c.insert(s, at)
+	c.insert(s, at, now)
 }
 
-// insert adds an element for slot s at deadline at.
-func (c *core[T]) insert(s int32, at int64) {
+// insert adds an element for slot s at deadline at; now is the current time (or earlier).
+func (c *core[T]) insert(s int32, at, now int64) {
 	d := &c.sched
 	d.seq++
 	el := delayed{at: at, slot: s, seq: d.seq}
@@ -112,17 +113,19 @@ func (c *core[T]) insert(s int32, at int64) {
 		d.ring = make([]bucket, wheelSize)
 	}
 	k := at >> wheelBits
-	if d.inRing == 0 { // the ring may start anywhere: at this deadline, if before the overflow's
-		d.cur = k
-		if len(d.over) > 0 {
-			d.cur = min(k, d.over[0].at>>wheelBits)
+	if d.inRing == 0 {
+		// The ring may start anywhere: at this deadline, or the overflow's first if earlier,
+		// but never after the present. A ring started at a far deadline would take every
+		// nearer one into its current bucket, which then sorts slowly and often.
+		d.cur = min(k, now>>wheelBits)
+		if d.over.len() > 0 {
+			d.cur = min(d.cur, d.over.min().at>>wheelBits)
 		}
 		c.refill()
 	}
 	k = max(k, d.cur)
 	if k-d.cur >= wheelSize {
-		d.over = append(d.over, el)
-		overUp(d.over, len(d.over)-1)
+		d.over.push(el)
 		return
 	}
 	b := &d.ring[k&wheelMask]
@@ -139,13 +142,13 @@ func (c *core[T]) insert(s int32, at int64) {
 // dropping stale ones.
 func (c *core[T]) refill() {
 	d := &c.sched
-	for len(d.over) > 0 {
-		el := d.over[0]
+	for d.over.len() > 0 {
+		el := d.over.min()
 		k := el.at >> wheelBits
 		if k-d.cur >= wheelSize {
 			return
 		}
-		overPop(&d.over)
+		d.over.pop()
 		if !c.valid(el) {
 			d.stale--
 			continue
@@ -220,10 +223,10 @@ func (c *core[T]) fire(now int64, limit int) (moved, added int) {
 	d := &c.sched
 	for moved < limit {
 		if d.inRing == 0 {
-			if len(d.over) == 0 {
+			if d.over.len() == 0 {
 				break
 			}
-			d.cur = max(d.cur, min(now>>wheelBits, d.over[0].at>>wheelBits))
+			d.cur = max(d.cur, min(now>>wheelBits, d.over.min().at>>wheelBits))
 			c.refill()
 			if d.inRing == 0 {
 				break
@@ -296,14 +299,14 @@ func (c *core[T]) nextDeadline() (int64, bool) {
 			}
 		}
 	}
-	for len(d.over) > 0 && !c.valid(d.over[0]) {
-		overPop(&d.over)
+	for d.over.len() > 0 && !c.valid(d.over.min()) {
+		d.over.pop()
 		d.stale--
 	}
-	if len(d.over) == 0 {
+	if d.over.len() == 0 {
 		return 0, false // unreachable while the invariants hold
 	}
-	return d.over[0].at, true
+	return d.over.min().at, true
 }
 
 // compactSchedule drops every stale element.
@@ -315,12 +318,7 @@ func (c *core[T]) compactSchedule() {
 		b.els = slices.DeleteFunc(b.els, func(el delayed) bool { return !c.valid(el) })
 		d.inRing -= n - len(b.els)
 	}
-	d.over = slices.DeleteFunc(d.over, func(el delayed) bool { return !c.valid(el) })
-	if n := len(d.over); n > 1 { // (n-2)/4 is the last parent; n <= 1 needs nothing
-		for i := (n - 2) / 4; i >= 0; i-- {
-			overDown(d.over, i)
-		}
-	}
+	d.over.deleteFunc(func(el delayed) bool { return !c.valid(el) })
 	d.stale = 0
 }
 
@@ -344,8 +342,8 @@ func (c *core[T]) dropDelayed() {
 			drop(el)
 		}
 	}
-	for _, el := range d.over {
-		drop(el)
+	for i := range d.over.len() {
+		drop(*d.over.at(i))
 	}
 	c.sched = schedule{seq: d.seq}
 }
@@ -353,50 +351,115 @@ func (c *core[T]) dropDelayed() {
 // scheduled returns the number of pending delayed adds.
 func (c *core[T]) scheduled() int { return c.sched.pending }
 
-// --- overflow heap: 4-ary min-heap in cmpDelayed order ---
+// --- overflow heap ---
 
-func overUp(h []delayed, i int) {
-	x := h[i]
-	for i > 0 {
-		p := (i - 1) / 4
-		if cmpDelayed(h[p], x) <= 0 {
-			break
-		}
-		h[i] = h[p]
-		i = p
-	}
-	h[i] = x
+// overBits sets the size of an overflow chunk: 2^overBits elements, 8KiB.
+const (
+	overBits = 9
+	overSize = 1 << overBits
+)
+
+// overflow is a 4-ary min-heap of delayed elements in cmpDelayed order, stored in chunks of
+// overSize elements. Growing appends a chunk and never copies the elements: a large
+// schedule (a million RequeueAfter items an hour ahead) otherwise spends more time copying
+// its heap into fresh, not yet mapped, memory at each doubling than sifting.
+//
+// Invariants: chunks[:(n+overSize-1)/overSize] hold the n elements, in heap order; every
+// chunk has length overSize; at most one chunk beyond those is kept, empty, as a spare.
+// The zero value is an empty heap.
+type overflow struct {
+	chunks [][]delayed
+	n      int
 }
 
-func overDown(h []delayed, i int) {
-	n := len(h)
-	x := h[i]
+// at returns element i. Requires 0 <= i < n (or i == n with a chunk for it).
+func (h *overflow) at(i int) *delayed { return &h.chunks[i>>overBits][i&(overSize-1)] }
+
+// len returns the number of elements.
+func (h *overflow) len() int { return h.n }
+
+// min returns the first element in cmpDelayed order. Requires n > 0.
+func (h *overflow) min() delayed { return h.chunks[0][0] }
+
+// push adds el.
+func (h *overflow) push(el delayed) {
+	if h.n>>overBits == len(h.chunks) {
+		h.chunks = append(h.chunks, make([]delayed, overSize))
+	}
+	*h.at(h.n) = el
+	h.n++
+	h.up(h.n - 1)
+}
+
+// pop removes the first element. Requires n > 0.
+func (h *overflow) pop() {
+	h.n--
+	if h.n > 0 {
+		*h.at(0) = *h.at(h.n)
+		h.down(0)
+	}
+	h.trim()
+}
+
+// trim gives back the chunks beyond the one spare.
+func (h *overflow) trim() {
+	for used := (h.n + overSize - 1) >> overBits; len(h.chunks) > used+1; {
+		h.chunks[len(h.chunks)-1] = nil
+		h.chunks = h.chunks[:len(h.chunks)-1]
+	}
+}
+
+// deleteFunc removes the elements for which drop returns true and restores heap order.
+func (h *overflow) deleteFunc(drop func(delayed) bool) {
+	n := 0
+	for i := range h.n {
+		if el := *h.at(i); !drop(el) {
+			*h.at(n) = el
+			n++
+		}
+	}
+	h.n = n
+	h.trim()
+	if n > 1 { // (n-2)/4 is the last parent; n <= 1 needs nothing
+		for i := (n - 2) / 4; i >= 0; i-- {
+			h.down(i)
+		}
+	}
+}
+
+func (h *overflow) up(i int) {
+	x := *h.at(i)
+	for i > 0 {
+		p := (i - 1) / 4
+		pe := h.at(p)
+		if cmpDelayed(*pe, x) <= 0 {
+			break
+		}
+		*h.at(i) = *pe
+		i = p
+	}
+	*h.at(i) = x
+}
+
+func (h *overflow) down(i int) {
+	n := h.n
+	x := *h.at(i)
 	for {
 		first := 4*i + 1
 		if first >= n {
 			break
 		}
-		m := first
+		m, me := first, *h.at(first)
 		for j := first + 1; j < min(first+4, n); j++ {
-			if cmpDelayed(h[j], h[m]) < 0 {
-				m = j
+			if ej := *h.at(j); cmpDelayed(ej, me) < 0 {
+				m, me = j, ej
 			}
 		}
-		if cmpDelayed(h[m], x) >= 0 {
+		if cmpDelayed(me, x) >= 0 {
 			break
 		}
-		h[i] = h[m]
+		*h.at(i) = me
 		i = m
 	}
-	h[i] = x
-}
-
-func overPop(hp *[]delayed) {
-	h := *hp
-	last := len(h) - 1
-	h[0] = h[last]
-	*hp = h[:last]
-	if last > 0 {
-		overDown(*hp, 0)
-	}
+	*h.at(i) = x
 }

@@ -68,6 +68,8 @@ func suite(short bool) ([]phase, []profileRun) {
 		{name: "workqueue", bin: binRoot, runs: []invocation{
 			one("^BenchmarkWorkqueueAddGetDone$", fast),
 			one("^BenchmarkWorkqueueAddAfter$", addAfter),
+			one("^BenchmarkWorkqueueAddAfter(Long|Mixed)$", addAfter),
+			one("^BenchmarkWorkqueueDedup$", fast),
 			one("^BenchmarkWorkqueueAddRateLimited$", fast),
 			one("^BenchmarkWorkqueueWaitingMemory$", "1x"),
 		}},
