@@ -6,8 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"strconv"
 	"sync"
 	"testing"
@@ -20,57 +18,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/ctrlkit/ctrlkit/internal/netcut"
 	"github.com/ctrlkit/ctrlkit/manager"
 	"github.com/ctrlkit/ctrlkit/reconcile"
 	"github.com/ctrlkit/ctrlkit/testenv/faultproxy"
 )
-
-// cutter is a network cut between one replica and the server: once cut, every
-// request fails and every open one (watches included) is broken off.
-type cutter struct {
-	ctx context.Context
-	cut context.CancelFunc
-}
-
-func newCutter() *cutter {
-	ctx, cancel := context.WithCancel(context.Background())
-	return &cutter{ctx: ctx, cut: cancel}
-}
-
-var errCut = errors.New("network cut")
-
-func (c *cutter) wrap(cfg *rest.Config) *rest.Config {
-	cfg = rest.CopyConfig(cfg)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			if c.ctx.Err() != nil {
-				return nil, errCut
-			}
-			ctx, cancel := context.WithCancel(req.Context())
-			stop := context.AfterFunc(c.ctx, cancel)
-			resp, err := rt.RoundTrip(req.WithContext(ctx))
-			if err != nil {
-				stop()
-				cancel()
-				return nil, err
-			}
-			resp.Body = &closeFunc{ReadCloser: resp.Body, after: func() { stop(); cancel() }}
-			return resp, nil
-		})
-	})
-	return cfg
-}
-
-type closeFunc struct {
-	io.ReadCloser
-	after func()
-}
-
-func (c *closeFunc) Close() error {
-	err := c.ReadCloser.Close()
-	c.after()
-	return err
-}
 
 // floorLedger records, outside the replicas, every resourceVersion a leader's
 // reconcile read from its cache or wrote, and checks each reconcile's cache
@@ -116,7 +68,7 @@ func (l *floorLedger) saw(replica, rv string) {
 type failoverReplica struct {
 	id   string
 	m    *manager.Manager
-	cut  *cutter
+	cut  *netcut.Cutter
 	stop context.CancelFunc
 	done chan error
 	act  *activity
@@ -124,8 +76,8 @@ type failoverReplica struct {
 
 func startFailoverReplica(t *testing.T, id, ns string, cfg *rest.Config, noFloor bool, ledger *floorLedger, act *activity) *failoverReplica {
 	t.Helper()
-	cut := newCutter()
-	rc := cut.wrap(cfg)
+	cut := netcut.New()
+	rc := cut.Wrap(cfg)
 	m, err := manager.New(manager.Config{
 		RESTConfig: rc,
 		LeaderElection: &reconcile.LeaderElection{
@@ -264,7 +216,7 @@ func TestFailoverFloor(t *testing.T) {
 						t.Fatalf("failover %d: the stopped leader's Run: %v", i, err)
 					}
 				} else {
-					l.cut.cut() // cut off: the Lease expires
+					l.cut.Cut() // cut off: the Lease expires
 					if err := <-l.done; !errors.Is(err, reconcile.ErrLeadershipLost) {
 						t.Fatalf("failover %d: the cut-off leader's Run = %v, want ErrLeadershipLost", i, err)
 					}

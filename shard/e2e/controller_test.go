@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ctrlkit/ctrlkit/informer"
+	"github.com/ctrlkit/ctrlkit/internal/netcut"
 	"github.com/ctrlkit/ctrlkit/reconcile"
 	"github.com/ctrlkit/ctrlkit/reflector"
 	"github.com/ctrlkit/ctrlkit/shard"
@@ -56,16 +57,15 @@ func (l *keyLedger) leave(id, key string) {
 type replica struct {
 	id     string
 	member *shard.Member
-	cut    *cutter
+	cut    *netcut.Cutter
 	stop   context.CancelFunc
 	done   chan struct{}
 }
 
 func startReplica(t *testing.T, ns, id string, l *keyLedger) *replica {
 	t.Helper()
-	cctx, cutFn := context.WithCancel(context.Background())
-	r := &replica{id: id, cut: &cutter{ctx: cctx, cut: cutFn}, done: make(chan struct{})}
-	kube := kubernetes.NewForConfigOrDie(r.cut.wrap(env.Config()))
+	r := &replica{id: id, cut: netcut.New(), done: make(chan struct{})}
+	kube := kubernetes.NewForConfigOrDie(r.cut.Wrap(env.Config()))
 	inf := informer.New(reflector.FromTyped(kube.CoreV1().ConfigMaps(ns)), informer.Config[*corev1.ConfigMap]{Name: id})
 	ownsFor := func(sh reflector.Shard) func(types.NamespacedName) bool {
 		return func(k types.NamespacedName) bool {
@@ -187,7 +187,7 @@ func TestShardedController(t *testing.T) {
 			r := live[i]
 			live = append(live[:i:i], live[i+1:]...)
 			if kind == "cut" {
-				r.cut.cut()
+				r.cut.Cut()
 				deadline := time.Now().Add(leaseDuration)
 				for r.member.Status().Slots > 0 && time.Now().Before(deadline) {
 					time.Sleep(20 * time.Millisecond)

@@ -4,18 +4,15 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"net/http"
 	"sync"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
+	"github.com/ctrlkit/ctrlkit/internal/netcut"
 	"github.com/ctrlkit/ctrlkit/reflector"
 	"github.com/ctrlkit/ctrlkit/shard"
 )
@@ -75,49 +72,10 @@ func start(s int) uint64 {
 	}
 }
 
-// cutter breaks a member off the server: every request fails, open ones end.
-type cutter struct {
-	ctx context.Context
-	cut context.CancelFunc
-}
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-type closeFunc struct {
-	io.ReadCloser
-	after func()
-}
-
-func (c *closeFunc) Close() error { err := c.ReadCloser.Close(); c.after(); return err }
-
-func (c *cutter) wrap(cfg *rest.Config) *rest.Config {
-	cfg = rest.CopyConfig(cfg)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			if c.ctx.Err() != nil {
-				return nil, errors.New("network cut")
-			}
-			ctx, cancel := context.WithCancel(req.Context())
-			stop := context.AfterFunc(c.ctx, cancel)
-			resp, err := rt.RoundTrip(req.WithContext(ctx))
-			if err != nil {
-				stop()
-				cancel()
-				return nil, err
-			}
-			resp.Body = &closeFunc{ReadCloser: resp.Body, after: func() { stop(); cancel() }}
-			return resp, nil
-		})
-	})
-	return cfg
-}
-
 type member struct {
 	id   string
 	m    *shard.Member
-	cut  *cutter
+	cut  *netcut.Cutter
 	dead chan struct{} // closed when the member "dies": it stops working at once
 	stop context.CancelFunc
 	done chan error
@@ -125,8 +83,7 @@ type member struct {
 
 func startMember(t *testing.T, ns, id string, l *ledger) *member {
 	t.Helper()
-	cctx, cut := context.WithCancel(context.Background())
-	mb := &member{id: id, cut: &cutter{ctx: cctx, cut: cut}, dead: make(chan struct{}), done: make(chan error, 1)}
+	mb := &member{id: id, cut: netcut.New(), dead: make(chan struct{}), done: make(chan error, 1)}
 	record := func(sh reflector.Shard) {
 		select {
 		case <-mb.dead: // a dead process does nothing
@@ -135,7 +92,7 @@ func startMember(t *testing.T, ns, id string, l *ledger) *member {
 		}
 	}
 	m, err := shard.New(shard.Config{
-		Client:    kubernetes.NewForConfigOrDie(mb.cut.wrap(env.Config())),
+		Client:    kubernetes.NewForConfigOrDie(mb.cut.Wrap(env.Config())),
 		Namespace: ns, Group: "workers", Identity: id, Field: reflector.ShardByUID, Slots: slots,
 		LeaseDuration: leaseDuration, RenewPeriod: renewPeriod, RenewDeadline: renewDeadline,
 		Revoke: func(_ context.Context, keep reflector.Shard) error { record(keep); return nil },
@@ -226,12 +183,12 @@ func TestMembershipChanges(t *testing.T) {
 			mb := remove(rnd.IntN(len(live)))
 			close(mb.dead)
 			l.set(mb.id, reflector.Shard{Field: reflector.ShardByUID}) // its work stops with it
-			mb.cut.cut()                                               // and so does its renewal
+			mb.cut.Cut()                                               // and so does its renewal
 			mb.stop()
 			<-mb.done
 		case "cut":
 			mb := remove(rnd.IntN(len(live)))
-			mb.cut.cut()
+			mb.cut.Cut()
 			// It gives its slots up on its own, before its Lease expires.
 			deadline := time.Now().Add(leaseDuration)
 			for mb.m.Status().Slots > 0 {
