@@ -56,6 +56,7 @@ func (l *keyLedger) leave(id, key string) {
 // what the member holds, and a controller restricted to it.
 type replica struct {
 	id     string
+	inf    *informer.Informer[*corev1.ConfigMap]
 	member *shard.Member
 	cut    *netcut.Cutter
 	stop   context.CancelFunc
@@ -99,17 +100,28 @@ func startReplica(t *testing.T, ns, id string, l *keyLedger) *replica {
 	m, err := shard.New(shard.Config{
 		Client: kube, Namespace: ns, Group: "controller", Identity: id, Field: reflector.ShardByUID, Slots: slots,
 		LeaseDuration: leaseDuration, RenewPeriod: renewPeriod, RenewDeadline: renewDeadline,
+		// Keys first, then the cache: a revoked key stops before its object
+		// leaves the cache (the cache's relist tells of it as a deletion of
+		// unknown final state, which the restricted controller drops); a
+		// granted key is let in before its object arrives.
 		Revoke: func(ctx context.Context, keep reflector.Shard) error {
-			return ctl.Restrict(ctx, ownsFor(keep))
+			if err := ctl.Restrict(ctx, ownsFor(keep)); err != nil {
+				return err
+			}
+			if len(keep.Ranges) > 0 {
+				return inf.SetShard(keep)
+			}
+			return nil
 		},
 		Grant: func(hold reflector.Shard) {
 			_ = ctl.Restrict(context.Background(), ownsFor(hold))
+			_ = inf.SetShard(hold)
 		},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.member = m
+	r.member, r.inf = m, inf
 	ctx, cancel := context.WithCancel(context.Background())
 	r.stop = cancel
 	var wg sync.WaitGroup
@@ -121,10 +133,11 @@ func startReplica(t *testing.T, ns, id string, l *keyLedger) *replica {
 }
 
 // TestShardedController: replicas of a controller split 1,000 ConfigMaps with
-// shard.Member and reconcile.Restrict while a writer keeps changing them and
-// replicas join, leave and are cut off, 10 times. No key is ever reconciled
-// by two replicas at once (recorded outside the replicas), and every
-// ConfigMap ends reconciled at its last change.
+// shard.Member, reconcile.Restrict and informer.SetShard while a writer keeps
+// changing them and replicas join, leave and are cut off, 10 times. No key is
+// ever reconciled by two replicas at once (recorded outside the replicas),
+// every ConfigMap ends reconciled at its last change, and each replica caches
+// only its shard: together, every object once.
 func TestShardedController(t *testing.T) {
 	const objects = 1000
 	ctx := t.Context()
@@ -224,6 +237,24 @@ func TestShardedController(t *testing.T) {
 			t.Fatalf("%d ConfigMaps not reconciled at their last change", behind)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+	// Each replica caches its shard only: together, every object once.
+	waitCaches := time.Now().Add(30 * time.Second)
+	for {
+		total, sizes := 0, []int{}
+		for _, r := range live {
+			n := r.inf.Indexer().Len()
+			total += n
+			sizes = append(sizes, n)
+		}
+		if total == objects {
+			t.Logf("the replicas cache %v objects of %d", sizes, objects)
+			break
+		}
+		if time.Now().After(waitCaches) {
+			t.Fatalf("the replicas cache %v objects, %d in all, want %d: each its shard", sizes, total, objects)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
