@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"runtime/debug"
 	"sync"
 )
 
@@ -22,7 +23,7 @@ var errNotRestrictable = errors.New("reconcile: Restrict needs Config.Restrictab
 // are enqueued (keys a source does not hold yet come as it learns of them:
 // informer.Informer.SetShard adds the objects that enter a shard). owns must
 // be fast and safe for concurrent use; Restrict calls it for the keys in
-// flight, under a worker's lock.
+// flight, under a worker's lock. A panic of owns refuses the key.
 func (c *Controller[K]) Restrict(ctx context.Context, owns func(K) bool) error {
 	if !c.cfg.Restrictable {
 		return errNotRestrictable
@@ -42,7 +43,7 @@ func (c *Controller[K]) Restrict(ctx context.Context, owns func(K) bool) error {
 		sources := c.sources
 		c.mu.Unlock()
 		for _, k := range c.resyncKeys(nil, sources) {
-			if !prev(k) && (owns == nil || owns(k)) {
+			if !c.callOwns(prev, k) && (owns == nil || c.callOwns(owns, k)) {
 				c.enqueue(k, Live)
 			}
 		}
@@ -52,7 +53,7 @@ func (c *Controller[K]) Restrict(ctx context.Context, owns func(K) bool) error {
 	}
 	for _, w := range c.slots {
 		w.mu.Lock()
-		if !w.active || owns(w.key) {
+		if !w.active || c.callOwns(owns, w.key) {
 			w.mu.Unlock()
 			continue
 		}
@@ -74,7 +75,19 @@ func (c *Controller[K]) Restrict(ctx context.Context, owns func(K) bool) error {
 // owned reports whether key passes the last Restrict.
 func (c *Controller[K]) owned(key K) bool {
 	f := c.owns.Load()
-	return f == nil || (*f)(key)
+	return f == nil || c.callOwns(*f, key)
+}
+
+// callOwns calls owns; a panic refuses the key (keeping a key that may be
+// another replica's would be worse than dropping it) and is logged.
+func (c *Controller[K]) callOwns(owns func(K) bool, key K) (ok bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			ok = false
+			c.log.Error(&PanicError{Value: v, Stack: debug.Stack()}, "Restrict's owns panicked; the key is refused", "key", key)
+		}
+	}()
+	return owns(key)
 }
 
 // workerSlot is what Restrict sees of one worker: the key it reconciles.

@@ -76,3 +76,42 @@ func TestRestrict(t *testing.T) {
 		}
 	})
 }
+
+// TestRestrictOwnsPanics: an owns that panics refuses the key instead of
+// crashing the worker; the other keys go on.
+func TestRestrictOwnsPanics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		runs := map[string]int{}
+		c := New[string](Func[string](func(ctx context.Context, key string) (Result, error) {
+			mu.Lock()
+			runs[key]++
+			mu.Unlock()
+			return Result{RequeueAfter: 100 * time.Millisecond}, nil
+		}), Config[string]{Workers: 2, Restrictable: true})
+		if err := c.Restrict(context.Background(), func(k string) bool {
+			if k == "bad" {
+				panic("owns: " + k)
+			}
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Watch(newKeySource("bad", "good")); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- c.Run(ctx) }()
+		time.Sleep(time.Second)
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if runs["bad"] != 0 || runs["good"] < 5 {
+			t.Errorf("runs %v: want bad refused, good reconciled on", runs)
+		}
+	})
+}

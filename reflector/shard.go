@@ -3,7 +3,6 @@ package reflector
 import (
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"strings"
 )
 
@@ -81,11 +80,15 @@ func (s Shard) ContainsHash(h uint64) bool {
 	return false
 }
 
-// Hash is the hash a Shard places a field's value by: 64-bit FNV-1a.
+// Hash is the hash a Shard places a field's value by: 64-bit FNV-1a,
+// computed without allocating.
 func Hash(value string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(value))
-	return h.Sum64()
+	h := uint64(14695981039346656037) // FNV-1a's offset basis
+	for i := 0; i < len(value); i++ {
+		h ^= uint64(value[i])
+		h *= 1099511628211 // FNV's 64-bit prime
+	}
+	return h
 }
 
 func (s Shard) validate() error {

@@ -84,6 +84,18 @@ func TestShardMatchesKubernetesHash(t *testing.T) {
 	}
 }
 
+// shardContents is the server's objects in shard sh, as memStore.Contents
+// writes them.
+func shardContents(srv *reflectortest.Server[configMap], sh Shard) []string {
+	m := map[string]configMap{}
+	for _, o := range srv.Items() {
+		if sh.Contains(o.Namespace, string(o.UID)) {
+			m[o.Namespace+"/"+o.Name] = o
+		}
+	}
+	return contents(m)
+}
+
 func shardObject(i int) *corev1.ConfigMap {
 	c := cm("ns-"+strconv.Itoa(i%4), "cm-"+strconv.Itoa(i))
 	// UIDs as random as real ones: FNV-1a spreads similar short strings badly.
@@ -109,15 +121,7 @@ func TestShardFilteredByTheReflector(t *testing.T) {
 				r := New(srv, st, Config[configMap]{WatchList: mode, Shard: shard})
 				start(t, r)
 				synctest.Wait()
-				want := func() []string {
-					m := map[string]configMap{}
-					for _, o := range srv.Items() {
-						if shard.Contains(o.Namespace, string(o.UID)) {
-							m[o.Namespace+"/"+o.Name] = o
-						}
-					}
-					return contents(m)
-				}
+				want := func() []string { return shardContents(srv, shard) }
 				check := func(when string) {
 					t.Helper()
 					got, w := st.Contents(), want()
@@ -179,15 +183,7 @@ func TestSetShard(t *testing.T) {
 				r := New(srv, st, Config[configMap]{WatchList: mode, Shard: halves[0]})
 				start(t, r)
 				synctest.Wait()
-				of := func(sh Shard) []string {
-					m := map[string]configMap{}
-					for _, o := range srv.Items() {
-						if sh.Contains(o.Namespace, string(o.UID)) {
-							m[o.Namespace+"/"+o.Name] = o
-						}
-					}
-					return contents(m)
-				}
+				of := func(sh Shard) []string { return shardContents(srv, sh) }
 				if fmt.Sprint(st.Contents()) != fmt.Sprint(of(halves[0])) {
 					t.Fatalf("before: store %v, want %v", st.Contents(), of(halves[0]))
 				}

@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strconv"
@@ -192,7 +193,7 @@ func (m *Member) dropAll(ctx context.Context) {
 	had := len(m.held) > 0
 	m.mu.Unlock()
 	if had {
-		for m.cfg.Revoke(ctx, reflector.Shard{Field: m.cfg.Field}) != nil && ctx.Err() == nil {
+		for m.revoke(ctx, reflector.Shard{Field: m.cfg.Field}) != nil && ctx.Err() == nil {
 			time.Sleep(m.cfg.RenewPeriod / 4)
 		}
 	}
@@ -234,7 +235,7 @@ func (m *Member) round(ctx context.Context) error {
 
 	m.mu.Lock()
 	m.members = members
-	held, claimed := maps(m.held), maps(m.claimed)
+	held, claimed := copySet(m.held), copySet(m.claimed)
 	m.mu.Unlock()
 
 	// Give up held slots that are no longer ours: stop their work first.
@@ -245,7 +246,7 @@ func (m *Member) round(ctx context.Context) error {
 		}
 	}
 	if len(keep) < len(held) {
-		if err := m.cfg.Revoke(ctx, m.shardOf(keep)); err != nil {
+		if err := m.revoke(ctx, m.shardOf(keep)); err != nil {
 			return fmt.Errorf("shard: revoke: %w", err)
 		}
 		m.mu.Lock()
@@ -293,9 +294,30 @@ func (m *Member) round(ctx context.Context) error {
 	m.held, m.claimed, m.renewed = held, claimed, time.Now()
 	m.mu.Unlock()
 	if len(granted) > 0 {
-		m.cfg.Grant(m.shardOf(held))
+		m.grant(m.shardOf(held))
 	}
 	return nil
+}
+
+// revoke calls Config.Revoke; a panic is its error (the slots are kept).
+func (m *Member) revoke(ctx context.Context, keep reflector.Shard) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("shard: Revoke panicked: %v\n%s", v, debug.Stack())
+		}
+	}()
+	return m.cfg.Revoke(ctx, keep)
+}
+
+// grant calls Config.Grant; a panic is logged: the slots are held whatever the
+// callback did.
+func (m *Member) grant(hold reflector.Shard) {
+	defer func() {
+		if v := recover(); v != nil {
+			m.cfg.Logger.Error(fmt.Errorf("shard: Grant panicked: %v", v), "Grant panicked", "stack", string(debug.Stack()))
+		}
+	}()
+	m.cfg.Grant(hold)
 }
 
 // read lists the group's Leases, others than this member's.
@@ -421,7 +443,7 @@ func score(slot int, member string) uint64 {
 	return x
 }
 
-func maps(m map[int]bool) map[int]bool {
+func copySet(m map[int]bool) map[int]bool {
 	out := make(map[int]bool, len(m))
 	for k, v := range m {
 		if v {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -136,7 +137,7 @@ func TestRoundsNeverDoubleHold(t *testing.T) {
 			for _, m := range live {
 				st := m.Status()
 				for s := range o.slots {
-					want := owner(s, sortedCopy(ids)) == m.cfg.Identity
+					want := owner(s, slices.Sorted(slices.Values(ids))) == m.cfg.Identity
 					if got := st.Held.ContainsHash(slotStart(s, uint64(o.slots))); got != want {
 						t.Fatalf("%s holds slot %d: %v, rendezvous says %v", m.cfg.Identity, s, got, want)
 					}
@@ -144,18 +145,6 @@ func TestRoundsNeverDoubleHold(t *testing.T) {
 			}
 		})
 	}
-}
-
-func sortedCopy(s []string) []string {
-	out := append([]string(nil), s...)
-	for i := range out {
-		for j := i + 1; j < len(out); j++ {
-			if out[j] < out[i] {
-				out[i], out[j] = out[j], out[i]
-			}
-		}
-	}
-	return out
 }
 
 // TestRendezvousMovesAboutOneNth: a member joining N takes about 1/(N+1) of
@@ -202,5 +191,41 @@ func TestSlotRanges(t *testing.T) {
 				t.Fatalf("%d slots: hash %#x in slot %d, whose range %v does not hold it", n, h, s, one.Ranges)
 			}
 		}
+	}
+}
+
+// TestCallbackPanics: a Revoke that panics keeps the slots (it is an error,
+// retried next round) and a Grant that panics does not stop the member.
+func TestCallbackPanics(t *testing.T) {
+	client := fake.NewClientset()
+	var revokes int
+	m, err := New(Config{
+		Client: client, Namespace: "ns", Group: "g", Identity: "a", Field: reflector.ShardByUID, Slots: 4,
+		LeaseDuration: 3 * time.Second, RenewPeriod: 500 * time.Millisecond,
+		Revoke: func(context.Context, reflector.Shard) error { revokes++; panic("revoke") },
+		Grant:  func(reflector.Shard) { panic("grant") },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for range 2 { // claim, then hold (Grant panics)
+		if err := m.round(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := m.Status(); st.Slots != 4 {
+		t.Fatalf("after Grant panicked the member holds %d slots, want 4", st.Slots)
+	}
+	// A second member takes a share: the first must revoke, which panics.
+	other := newTestMember(t, client, "b", &owners{slots: 4, by: map[int]map[string]bool{}})
+	if err := other.round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.round(ctx); err == nil || revokes != 1 {
+		t.Fatalf("round with a panicking Revoke: %v (%d revokes), want its error", err, revokes)
+	}
+	if st := m.Status(); st.Slots != 4 {
+		t.Fatalf("a failed Revoke gave slots up: %d held", st.Slots)
 	}
 }
