@@ -139,6 +139,8 @@ type Informer[T reflector.Object] struct {
 	handlers   sync.WaitGroup // handler goroutines
 	resyncWake chan struct{}  // capacity 1: the set of resync deadlines changed
 
+	departed departed // what left the cache while sharded (departed.go)
+
 	rvMu sync.Mutex
 	// appliedRV is the resourceVersion the cache has been brought up to.
 	appliedRV string
@@ -539,6 +541,7 @@ func (inf *Informer[T]) applyEvents(b deltafifo.Batch[T]) dispatch[T] {
 				// A refused object (see feed.Refuse): its last state is the cached one.
 				obj = cached
 			}
+			inf.depart(d.Key, obj) // before the handlers can hear of it
 			if err := inf.idx.DeleteKey(d.Key); err != nil {
 				inf.report(fmt.Errorf("informer: %s: deleting %s: %w", inf.name, d.Key, err))
 				continue
@@ -584,6 +587,7 @@ func (inf *Informer[T]) applyRelist(b deltafifo.Batch[T]) dispatch[T] {
 	for i := range b.Deltas {
 		d := &b.Deltas[i]
 		if d.Type == deltafifo.Deleted {
+			inf.depart(d.Key, d.Object)
 			notes = append(notes, note[T]{op: opDelete, key: d.Key, obj: d.Object, flag: true})
 			continue
 		}
@@ -625,6 +629,14 @@ func (inf *Informer[T]) applyRelist(b deltafifo.Batch[T]) dispatch[T] {
 	}
 	inf.log.V(2).Info("list applied", "objects", len(objs), "changes", len(notes), "resourceVersion", b.ResourceVersion)
 	return d
+}
+
+// depart records, for DepartedUID, that the object of key left a sharded
+// cache.
+func (inf *Informer[T]) depart(key string, obj T) {
+	if inf.refl.Shard().Field != "" && !isNil(obj) {
+		inf.departed.record(key, obj.GetUID())
+	}
 }
 
 // changed reports whether new may differ from old: unless both carry the same

@@ -172,8 +172,13 @@ func (m *machine[T]) list(ctx context.Context, s listing) state {
 			return m.listFailed(err, s)
 		}
 		m.heard()
-		if first && !m.r.shard.Load().IsZero() && lm.ShardInfo != nil {
-			m.shardFiltering(ShardFilteringServer)
+		if sh := m.r.shard.Load(); first && !sh.IsZero() {
+			switch {
+			case !sh.ServerFiltered():
+				m.shardFiltering(ShardFilteringClient)
+			case lm.ShardInfo != nil:
+				m.shardFiltering(ShardFilteringServer)
+			}
 		}
 		if first {
 			rv = lm.ResourceVersion
@@ -350,7 +355,9 @@ func (m *machine[T]) stream(ctx context.Context, s streaming) state {
 			// the store synced sees the counts too.
 			m.countListed(listed, fromStore)
 			listed, fromStore = 0, 0
-			if !m.r.shard.Load().IsZero() && m.shardMode != ShardFilteringClient {
+			if sh := m.r.shard.Load(); !sh.IsZero() && !sh.ServerFiltered() {
+				m.shardFiltering(ShardFilteringClient)
+			} else if !sh.IsZero() && m.shardMode != ShardFilteringClient {
 				// A whole streaming list without another shard's object: the
 				// server filtered (its streams carry no ShardInfo to say so).
 				m.shardFiltering(ShardFilteringServer)
@@ -907,7 +914,7 @@ func (m *machine[T]) inShard(obj T) bool {
 	if sh.IsZero() {
 		return true
 	}
-	if sh.Contains(obj.GetNamespace(), string(obj.GetUID())) {
+	if sh.ContainsObject(obj) {
 		return true
 	}
 	m.shardFiltering(ShardFilteringClient)

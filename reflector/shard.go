@@ -1,15 +1,25 @@
 package reflector
 
 import (
-	"errors"
 	"fmt"
 	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
-// Fields a Shard can hash, as KEP-5866's shardRange names them.
+// Fields a Shard can hash. The first two are KEP-5866's shardRange fields,
+// which a server with the ShardedListAndWatch gate filters by;
+// ShardByControllerUID is ctrlkit's own, filtered by the reflector only.
 const (
 	ShardByUID       = "object.metadata.uid"
 	ShardByNamespace = "object.metadata.namespace"
+	// ShardByControllerUID hashes the UID of the object's controller (its
+	// ownerReference with controller: true), so that children land in the
+	// shard of their owner sharded ByUID; an object without a controller
+	// hashes "". The server cannot filter by it: the reflector receives the
+	// whole collection and keeps its shard.
+	ShardByControllerUID = "object.metadata.ownerReferences.controller.uid"
 )
 
 // Shard restricts a reflector to the objects whose Field hashes (64-bit
@@ -19,9 +29,11 @@ const (
 // ranges as ListOptions.ShardSelector and also filters what it receives, so
 // that it holds only its shard from a server that ignores the selector (the
 // gate off, or an older server); Health.ShardFiltering says which of the two
-// filtered. The zero Shard is none: every object.
+// filtered. The zero Shard is no sharding: every object. A Shard with a Field
+// and no Ranges is the empty shard: no object.
 type Shard struct {
-	// Field is the hashed field: ShardByUID or ShardByNamespace.
+	// Field is the hashed field: ShardByUID, ShardByNamespace or
+	// ShardByControllerUID.
 	Field string
 	// Ranges are the hash ranges of the shard, each [Start, End).
 	Ranges []Range
@@ -34,11 +46,20 @@ type Range struct{ Start, End uint64 }
 // IsZero reports whether s is the zero Shard (no sharding).
 func (s Shard) IsZero() bool { return s.Field == "" && len(s.Ranges) == 0 }
 
-// Selector returns the shard as a ListOptions.ShardSelector, "" for the zero
-// Shard.
+// ServerFiltered reports whether a server with sharded list and watch can
+// filter by the shard's Field.
+func (s Shard) ServerFiltered() bool { return s.Field == ShardByUID || s.Field == ShardByNamespace }
+
+// Selector returns the shard as a ListOptions.ShardSelector: "" for the zero
+// Shard and for a Field the server cannot filter by; for the empty shard, the
+// hash range [0, 1), which no object is in practice (the reflector drops one
+// that is).
 func (s Shard) Selector() string {
-	if s.IsZero() {
+	if s.IsZero() || !s.ServerFiltered() {
 		return ""
+	}
+	if len(s.Ranges) == 0 {
+		return fmt.Sprintf("shardRange(%s, '0x%016x', '0x%016x')", s.Field, 0, 1)
 	}
 	var b strings.Builder
 	for i, r := range s.Ranges {
@@ -55,7 +76,7 @@ func (s Shard) Selector() string {
 }
 
 // Contains reports whether an object of this namespace and UID is in the
-// shard.
+// shard. For ShardByControllerUID, uid is the controller's UID.
 func (s Shard) Contains(namespace, uid string) bool {
 	if s.IsZero() {
 		return true
@@ -65,6 +86,31 @@ func (s Shard) Contains(namespace, uid string) bool {
 		v = namespace
 	}
 	return s.ContainsHash(Hash(v))
+}
+
+// ContainsObject reports whether obj is in the shard, by the shard's Field.
+func (s Shard) ContainsObject(obj metav1.Object) bool {
+	if s.IsZero() {
+		return true
+	}
+	switch s.Field {
+	case ShardByNamespace:
+		return s.ContainsHash(Hash(obj.GetNamespace()))
+	case ShardByControllerUID:
+		return s.ContainsHash(Hash(string(ControllerUID(obj))))
+	}
+	return s.ContainsHash(Hash(string(obj.GetUID())))
+}
+
+// ControllerUID returns the UID of obj's controller (its ownerReference with
+// controller: true), "" if it has none.
+func ControllerUID(obj metav1.Object) types.UID {
+	for _, ref := range obj.GetOwnerReferences() {
+		if ref.Controller != nil && *ref.Controller {
+			return ref.UID
+		}
+	}
+	return ""
 }
 
 // ContainsHash reports whether a hash (see Hash) is in the shard.
@@ -95,11 +141,8 @@ func (s Shard) validate() error {
 	if s.IsZero() {
 		return nil
 	}
-	if s.Field != ShardByUID && s.Field != ShardByNamespace {
-		return fmt.Errorf("reflector: Shard.Field %q: want %q or %q", s.Field, ShardByUID, ShardByNamespace)
-	}
-	if len(s.Ranges) == 0 {
-		return errors.New("reflector: Shard has no Ranges")
+	if s.Field != ShardByUID && s.Field != ShardByNamespace && s.Field != ShardByControllerUID {
+		return fmt.Errorf("reflector: Shard.Field %q: want %q, %q or %q", s.Field, ShardByUID, ShardByNamespace, ShardByControllerUID)
 	}
 	for _, r := range s.Ranges {
 		if r.End != 0 && r.End <= r.Start {

@@ -89,7 +89,7 @@ func TestShardMatchesKubernetesHash(t *testing.T) {
 func shardContents(srv *reflectortest.Server[configMap], sh Shard) []string {
 	m := map[string]configMap{}
 	for _, o := range srv.Items() {
-		if sh.Contains(o.Namespace, string(o.UID)) {
+		if sh.ContainsObject(o) {
 			m[o.Namespace+"/"+o.Name] = o
 		}
 	}
@@ -216,6 +216,82 @@ func TestSetShard(t *testing.T) {
 				checkInSync(t, srv, st)
 				if h := r.Health(); h.Stats.Failures != 0 {
 					t.Fatalf("failures: %+v %v", h.Stats, h.LastError)
+				}
+			})
+		})
+	}
+}
+
+// TestShardByControllerAndEmptyShard: a shard by the controller's UID keeps
+// the children of the owners in its range, is filtered by the reflector alone
+// (no selector sent; client-side filtering reported at once, also when no
+// object outside came), and the empty shard holds nothing, asking the server
+// for the range [0, 1).
+func TestShardByControllerAndEmptyShard(t *testing.T) {
+	for _, mode := range []WatchListMode{WatchListOff, WatchListOn} {
+		t.Run(mode.String(), func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
+				srv := reflectortest.NewServer[configMap](reflectortest.Config{WatchList: true})
+				yes := true
+				owners := make([]types.UID, 6)
+				for i := range owners {
+					owners[i] = shardObject(100 + i).UID
+				}
+				for i := range 48 {
+					c := shardObject(i)
+					if i%8 != 0 { // every 8th has no controller
+						c.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Owner", Name: "o", UID: owners[i%6], Controller: &yes}}
+					}
+					mustCreate(t, srv, c)
+				}
+				half := SplitShards(ShardByControllerUID, 2)[0]
+				st := newMemStore[configMap]()
+				r := New(srv, st, Config[configMap]{WatchList: mode, Shard: half})
+				start(t, r)
+				synctest.Wait()
+				want := shardContents(srv, half)
+				if fmt.Sprint(st.Contents()) != fmt.Sprint(want) || len(want) == 0 || len(want) == 48 {
+					t.Fatalf("store %v, want the %d children of the half's owners", st.Contents(), len(want))
+				}
+				// The same, computed from the owner references by hand.
+				byHand := map[string]configMap{}
+				for _, o := range srv.Items() {
+					for _, ref := range o.OwnerReferences {
+						if half.Contains("", string(ref.UID)) {
+							byHand[o.Namespace+"/"+o.Name] = o
+						}
+					}
+					if len(o.OwnerReferences) == 0 && half.Contains("", "") {
+						byHand[o.Namespace+"/"+o.Name] = o
+					}
+				}
+				if fmt.Sprint(contents(byHand)) != fmt.Sprint(want) {
+					t.Fatalf("ContainsObject keeps %v, the owners' hashes say %v", want, contents(byHand))
+				}
+				if h := r.Health(); h.ShardFiltering != ShardFilteringClient {
+					t.Errorf("ShardFiltering %q, want %q", h.ShardFiltering, ShardFilteringClient)
+				}
+				for _, req := range srv.Requests() {
+					if req.Options.ShardSelector != "" {
+						t.Fatalf("a %v request carried shard selector %q for a field the server cannot filter", req.Verb, req.Options.ShardSelector)
+					}
+				}
+				// Only its children, whatever the shard holds by UID: the empty
+				// shard holds nothing.
+				time.Sleep(2 * time.Second)
+				empty := Shard{Field: ShardByUID}
+				if err := r.SetShard(empty); err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait()
+				mustCreate(t, srv, shardObject(60))
+				synctest.Wait()
+				if got := st.Contents(); len(got) != 0 {
+					t.Fatalf("the empty shard holds %v", got)
+				}
+				reqs := srv.Requests()
+				if got, want := reqs[len(reqs)-1].Options.ShardSelector, "shardRange(object.metadata.uid, '0x0000000000000000', '0x0000000000000001')"; got != want {
+					t.Errorf("the empty shard sent selector %q, want %q", got, want)
 				}
 			})
 		})
