@@ -39,6 +39,15 @@
 //     lease is lost the controllers stop
 //     at once (reconciles in flight are cancelled, not drained) and Run returns
 //     reconcile.ErrLeadershipLost.
+//   - With Config.Sharding the process is one of several replicas that split
+//     a controller's work (package shard: Leases, hash slots, fenced
+//     hand-offs). Controllers added with AddSharded reconcile only the keys of
+//     this replica's shard, and informers asked with Options.Shard hold only
+//     its objects (filtered by the server with KEP-5866 sharded list and
+//     watch where it can, by the reflector otherwise). A key leaves a replica
+//     with its reconciles cancelled and drained before another may take it;
+//     ShardStatus and the ctrlkit_shard_* series show the split. See Sharding
+//     for the placement rule that keeps owners and children together.
 //   - Events: EventRecorder returns a client-go tools/events recorder per
 //     controller name; the broadcaster behind them starts with Run and is flushed
 //     and stopped when Run returns. Events recorded while Run is not running are

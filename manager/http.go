@@ -136,6 +136,16 @@ func (m *Manager) MetricsAddr() string {
 //	ctrlkit_informer_handler_backlog         gauge    changes waiting for the handlers, summed over them
 //	ctrlkit_manager_leader                   gauge    1 while the controllers may run (this process leads, or there is no leader election)
 //
+// With Config.Sharding, the replica's part in its group:
+//
+//	ctrlkit_shard_info{group,identity,field}     gauge    1: this replica, its group and the hashed field
+//	ctrlkit_shard_members                        gauge    live replicas in the group, as last seen
+//	ctrlkit_shard_slots                          gauge    hash slots held
+//	ctrlkit_shard_hash_fraction                  gauge    share of the hash space held, 0 to 1
+//	ctrlkit_shard_range{start,end}               gauge    1 per hash range held, [start, end) in hex
+//	ctrlkit_shard_handoffs_total{direction}      counter  slots "granted" (taken) and "revoked" (given up)
+//	ctrlkit_shard_keys_owned{informer,filtering} gauge    objects a sharded informer holds; filtering "server" or "client" (Health.ShardFiltering)
+//
 // and client-go's REST client metrics, fed by its tools/metrics hooks, under
 // controller-runtime's names:
 //

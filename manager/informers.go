@@ -39,6 +39,10 @@ type Options[T reflector.Object] struct {
 	// whose name the shared informer already has is kept as it is: give indexes
 	// names that say what they compute.
 	Indexers indexer.Indexers[T]
+	// Shard, with Config.Sharding, makes the informer hold only this
+	// replica's share of the objects, by the rule given (see Sharding);
+	// the default, Whole, holds them all. Part of the informer's identity.
+	Shard ShardRule
 }
 
 // informerKey identifies a shared informer.
@@ -49,6 +53,7 @@ type informerKey struct {
 	labels    string
 	fields    string
 	transform uintptr
+	shard     ShardRule
 }
 
 // sharedInformer is what the manager needs of an informer, whatever its type.
@@ -140,6 +145,9 @@ func Release[T reflector.Object](m *Manager, inf *informer.Informer[T]) error {
 	}
 	delete(m.informers, e.key)
 	delete(m.byPointer, inf)
+	if e.key.shard != Whole {
+		m.sharder.removeInformer(inf.Name())
+	}
 	m.order = slices.DeleteFunc(m.order, func(o *informerEntry) bool { return o == e })
 	stop, done := e.stop, e.done
 	m.mu.Unlock()
@@ -160,6 +168,10 @@ func shared[T reflector.Object](m *Manager, mapping *meta.RESTMapping, o Options
 		namespace: o.Namespace,
 		labels:    o.LabelSelector,
 		fields:    o.FieldSelector,
+		shard:     o.Shard,
+	}
+	if err := m.sharder.checkMapping(mapping, o.Shard); err != nil {
+		return nil, err
 	}
 	if o.Transform != nil {
 		key.transform = reflect.ValueOf(o.Transform).Pointer()
@@ -190,14 +202,21 @@ func shared[T reflector.Object](m *Manager, mapping *meta.RESTMapping, o Options
 	for i := 2; m.nameTakenLocked(name); i++ {
 		name = fmt.Sprintf("%s #%d", informerName(key), i) // another Transform
 	}
+	rc := reflectorConfig[T](o)
+	if o.Shard != Whole {
+		rc.Shard = m.sharder.shardFor(o.Shard)
+	}
 	inf := informer.New(lw, informer.Config[T]{
 		Name:      name,
 		Indexers:  o.Indexers,
 		Transform: o.Transform,
-		Reflector: reflectorConfig[T](o),
+		Reflector: rc,
 		Scope:     informer.Scope{Resource: mapping.Resource.GroupResource(), Namespace: o.Namespace},
 		Logger:    m.log.WithName("informer").WithValues("informer", name),
 	})
+	if o.Shard != Whole {
+		m.sharder.addInformer(name, o.Shard, inf.SetShard, rc.Shard)
+	}
 	e := &informerEntry{key: key, inf: inf, len: func() int { return inf.Indexer().Len() }, refs: 1}
 	m.informers[key] = e
 	m.byPointer[inf] = e

@@ -85,6 +85,13 @@ type Config struct {
 
 	// HTTP serves the probes, metrics and pprof; nothing listens by default.
 	HTTP HTTPConfig
+
+	// Sharding, if set, makes this process one of several replicas that split
+	// the work of the controllers added with AddSharded and the objects of the
+	// informers asked with Options.Shard (see Sharding); the other
+	// controllers and informers run whole in every replica. It excludes
+	// LeaderElection: every replica works.
+	Sharding *Sharding
 }
 
 // Runnable is what Add runs: a reconcile.Controller, or anything with a Run that
@@ -128,6 +135,7 @@ type Manager struct {
 	writes   reconcile.WriteLog // every write made through the manager's clients
 	term     int32              // this term's number while leading, -1 if unknown
 	takeover *Takeover          // how the last term started
+	sharder  *sharder           // nil without Config.Sharding (shard.go)
 }
 
 type runState int
@@ -203,6 +211,20 @@ func New(cfg Config) (*Manager, error) {
 	m.mapper = cfg.RESTMapper
 	if m.mapper == nil {
 		m.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))
+	}
+	if cfg.HTTP.MetricsAddress != "" || cfg.HTTP.Registry != nil {
+		// client-go's hooks are globals that its requests read unguarded:
+		// set them before this manager makes any request, not when Run
+		// serves (another manager's requests may be on the way by then).
+		restClientHooked.Do(func() { hookRESTClient(m) })
+	}
+	if cfg.Sharding != nil {
+		if cfg.LeaderElection != nil {
+			return nil, errors.New("manager: Config.Sharding and LeaderElection exclude each other")
+		}
+		if m.sharder, err = newSharder(m, *cfg.Sharding); err != nil {
+			return nil, err
+		}
 	}
 	return m, nil
 }
@@ -299,6 +321,25 @@ func (m *Manager) Run(ctx context.Context) (err error) {
 
 	stopEvents := m.startEvents(runCtx)
 	defer stopEvents()
+
+	// The shard member follows its group from the start (the sharded
+	// controllers and informers hold nothing until it holds slots); it
+	// leaves first on the way out, handing its slots over at once.
+	if m.sharder != nil {
+		memberCtx, stopMember := context.WithCancel(context.WithoutCancel(ctx))
+		memberDone := make(chan struct{})
+		go func() {
+			defer close(memberDone)
+			if err := m.sharder.member.Run(memberCtx); err != nil {
+				m.log.Error(err, "leaving the shard group")
+			}
+		}()
+		defer func() {
+			stopMember()
+			<-memberDone
+		}()
+		context.AfterFunc(runCtx, stopMember)
+	}
 
 	// Informers run on a context of their own: they stop after the controllers.
 	infCtx, stopInformers := context.WithCancel(context.WithoutCancel(ctx))

@@ -33,6 +33,13 @@ var (
 	descHandlers     = prometheus.NewDesc("ctrlkit_informer_handlers", "Number of handlers registered on the informer.", informerLabels, nil)
 	descBacklog      = prometheus.NewDesc("ctrlkit_informer_handler_backlog", "Number of changes waiting for the informer's handlers, summed over them.", informerLabels, nil)
 	descLeader       = prometheus.NewDesc("ctrlkit_manager_leader", "1 while the manager's controllers may run: it holds the leader lease, or there is no leader election.", nil, nil)
+	descShardInfo    = prometheus.NewDesc("ctrlkit_shard_info", "1 for this replica of a sharded group (Config.Sharding).", []string{"group", "identity", "field"}, nil)
+	descShardMembers = prometheus.NewDesc("ctrlkit_shard_members", "Number of live replicas in the group, as last seen.", nil, nil)
+	descShardSlots   = prometheus.NewDesc("ctrlkit_shard_slots", "Number of hash slots this replica holds.", nil, nil)
+	descShardFrac    = prometheus.NewDesc("ctrlkit_shard_hash_fraction", "Share of the hash space this replica holds, 0 to 1.", nil, nil)
+	descShardRange   = prometheus.NewDesc("ctrlkit_shard_range", "1 for each hash range [start, end) this replica holds (end 0x10000000000000000 is 2^64).", []string{"start", "end"}, nil)
+	descHandoffs     = prometheus.NewDesc("ctrlkit_shard_handoffs_total", "Number of hash slots this replica took (granted) and gave up (revoked).", []string{"direction"}, nil)
+	descKeysOwned    = prometheus.NewDesc("ctrlkit_shard_keys_owned", "Number of objects a sharded informer holds: this replica's share.", []string{"informer", "filtering"}, nil)
 	errNotCollector  = errors.New("manager: a different collector of the same name is registered")
 	restClientHooked sync.Once
 )
@@ -45,7 +52,8 @@ type managerCollector struct{ m *Manager }
 func (c managerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSynced, descObjects, descRV, descLists, descExpired,
 		descWatches, descEvents, descListed, descRefused, descFailures, descConsecutive,
-		descHandlers, descBacklog, descLeader} {
+		descHandlers, descBacklog, descLeader, descShardInfo, descShardMembers, descShardSlots, descShardFrac,
+		descShardRange, descHandoffs, descKeysOwned} {
 		ch <- d
 	}
 }
@@ -57,6 +65,7 @@ func (c managerCollector) Collect(ch chan<- prometheus.Metric) {
 		leader = 1
 	}
 	ch <- prometheus.MustNewConstMetric(descLeader, prometheus.GaugeValue, leader)
+	c.collectShard(ch)
 	names := uniqueNames{}
 	for _, s := range c.m.informerSnapshots() {
 		name := names.next(s.Name)
@@ -91,6 +100,46 @@ func (c managerCollector) Collect(ch chan<- prometheus.Metric) {
 			backlog += h.Backlog
 		}
 		gauge(descBacklog, float64(backlog))
+	}
+}
+
+// collectShard writes the shard series, with Config.Sharding.
+func (c managerCollector) collectShard(ch chan<- prometheus.Metric) {
+	st, ok := c.m.ShardStatus()
+	if !ok {
+		return
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	gauge(descShardInfo, 1, c.m.sharder.cfg.Group, st.Identity, c.m.sharder.cfg.Field)
+	gauge(descShardMembers, float64(len(st.Members)))
+	gauge(descShardSlots, float64(st.Slots))
+	gauge(descShardFrac, st.Fraction)
+	for _, r := range st.Held.Ranges {
+		end := fmt.Sprintf("0x%016x", r.End)
+		if r.End == 0 {
+			end = "0x10000000000000000"
+		}
+		gauge(descShardRange, 1, fmt.Sprintf("0x%016x", r.Start), end)
+	}
+	ch <- prometheus.MustNewConstMetric(descHandoffs, prometheus.CounterValue, float64(st.Granted), "granted")
+	ch <- prometheus.MustNewConstMetric(descHandoffs, prometheus.CounterValue, float64(st.Revoked), "revoked")
+	c.m.mu.Lock()
+	var sharded []*informerEntry
+	for _, e := range c.m.order {
+		if e.key.shard != Whole {
+			sharded = append(sharded, e)
+		}
+	}
+	c.m.mu.Unlock()
+	names := uniqueNames{}
+	for _, e := range sharded {
+		mode := e.inf.Health().ShardFiltering
+		if mode == "" {
+			mode = "unknown"
+		}
+		gauge(descKeysOwned, float64(e.len()), names.next(e.inf.Name()), mode)
 	}
 }
 

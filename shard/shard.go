@@ -102,6 +102,8 @@ type Member struct {
 	claimed map[int]bool
 	members []string // live members in the last round, sorted
 	renewed time.Time
+	// Slots taken (Grant) and given up (Revoke) since New: the hand-offs.
+	granted, revoked int64
 }
 
 // New checks cfg and returns a Member.
@@ -140,14 +142,17 @@ func New(cfg Config) (*Member, error) {
 type Status struct {
 	Members []string        // live members seen in the last round
 	Held    reflector.Shard // what this member may work on now
-	Slots   int             // how many slots it holds
+	Slots   int             // how many slots it holds, of Config.Slots
+	// Granted and Revoked count the slots this member took and gave up since
+	// New: its hand-offs.
+	Granted, Revoked int64
 }
 
 // Status returns a snapshot of the member.
 func (m *Member) Status() Status {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return Status{Members: slices.Clone(m.members), Held: m.shardOf(m.held), Slots: len(m.held)}
+	return Status{Members: slices.Clone(m.members), Held: m.shardOf(m.held), Slots: len(m.held), Granted: m.granted, Revoked: m.revoked}
 }
 
 // Run holds the member's Lease and follows the group until ctx ends; then it
@@ -198,6 +203,7 @@ func (m *Member) dropAll(ctx context.Context) {
 		}
 	}
 	m.mu.Lock()
+	m.revoked += int64(len(m.held))
 	clear(m.held)
 	clear(m.claimed)
 	m.mu.Unlock()
@@ -250,6 +256,7 @@ func (m *Member) round(ctx context.Context) error {
 			return fmt.Errorf("shard: revoke: %w", err)
 		}
 		m.mu.Lock()
+		m.revoked += int64(len(held) - len(keep))
 		m.held = keep
 		m.mu.Unlock()
 		held = keep
@@ -292,6 +299,7 @@ func (m *Member) round(ctx context.Context) error {
 	}
 	m.mu.Lock()
 	m.held, m.claimed, m.renewed = held, claimed, time.Now()
+	m.granted += int64(len(granted))
 	m.mu.Unlock()
 	if len(granted) > 0 {
 		m.grant(m.shardOf(held))

@@ -136,6 +136,9 @@ func TestRoundsNeverDoubleHold(t *testing.T) {
 			}
 			for _, m := range live {
 				st := m.Status()
+				if st.Granted-st.Revoked != int64(st.Slots) || st.Granted < int64(st.Slots) {
+					t.Fatalf("%s holds %d slots, yet counts %d granted and %d revoked", m.cfg.Identity, st.Slots, st.Granted, st.Revoked)
+				}
 				for s := range o.slots {
 					want := owner(s, slices.Sorted(slices.Values(ids))) == m.cfg.Identity
 					if got := st.Held.ContainsHash(slotStart(s, uint64(o.slots))); got != want {

@@ -20,5 +20,7 @@ var env *testenv.Env
 func TestMain(m *testing.M) {
 	os.Exit(testenv.RunTests(m, testenv.Config{
 		Users: []testenv.User{{Name: "norights"}},
+		// Sharded list and watch (KEP-5866, alpha), for the sharded managers.
+		APIServerFlags: []string{"--feature-gates=ShardedListAndWatch=true"},
 	}, &env, leakcheck.Check))
 }
