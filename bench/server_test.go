@@ -86,10 +86,14 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv("CTRLKIT_SHARD_REPLICA") != "" {
+		os.Exit(runShardReplica()) // a replica process of BenchmarkShardScale
+	}
 	code := m.Run()
 	if srvShared != nil {
 		srvShared.env.Stop()
 	}
+	stopShardEnvs()
 	os.Exit(code)
 }
 

@@ -78,4 +78,22 @@ var rows = []row{
 	{area: "reconcile", title: "no-op reconcile of 100k keys, 8 workers (vs controller-runtime)", c: "CRReconcileThroughput/workers=8", base: "controller-runtime", unit: "sec/key"},
 	{area: "reconcile", title: "resync of 2k keys every 2s (500 every 1s short): peak queue depth", c: "ResyncQueueDepth", unit: "peak-depth"},
 	{area: "reconcile", title: "resync: mean queue depth", c: "ResyncQueueDepth", unit: "mean-depth"},
+
+	// sharding (issue 17): N replicas against 1, each a process, over the same
+	// 20k ConfigMaps of 1 KiB (4k short); "ctrlkit" is the N-replica side,
+	// "baseline" one replica. The largest replica's heap and bytes received,
+	// and the time all replicas take to reconcile every key once (5 ms each,
+	// 16 workers per replica): a ratio of 1/3 is 3× the aggregate throughput.
+	{area: "sharding", title: "4 replicas vs 1, server-side filtering: largest replica's heap after sync", c: "ShardScale/server", impl: "r4", base: "r1", unit: "heap-B", target: target{kind: ratioMax, value: 0.3, text: "≤ 0.3×"}},
+	{area: "sharding", title: "4 replicas vs 1, server-side: largest replica's bytes received", c: "ShardScale/server", impl: "r4", base: "r1", unit: "recv-B", target: target{kind: ratioMax, value: 0.3, text: "≤ 0.3×"}},
+	{area: "sharding", title: "4 replicas vs 1, server-side: time to reconcile every key (5 ms each)", c: "ShardScale/server", impl: "r4", base: "r1", unit: "drain-ms", target: target{kind: ratioMax, value: 1.0 / 3, text: "≥3× aggregate throughput (ratio ≤ 0.33)"}},
+	{area: "sharding", title: "4 replicas vs 1: largest replica's share of the keys", c: "ShardScale/server", impl: "r4", base: "r1", unit: "share"},
+	{area: "sharding", title: "2 replicas vs 1, server-side: largest replica's heap after sync", c: "ShardScale/server", impl: "r2", base: "r1", unit: "heap-B"},
+	{area: "sharding", title: "2 replicas vs 1, server-side: largest replica's bytes received", c: "ShardScale/server", impl: "r2", base: "r1", unit: "recv-B"},
+	{area: "sharding", title: "2 replicas vs 1, server-side: time to reconcile every key", c: "ShardScale/server", impl: "r2", base: "r1", unit: "drain-ms"},
+	{area: "sharding", title: "4 replicas vs 1, client-side filtering (gate off): largest replica's heap after sync", c: "ShardScale/client", impl: "r4", base: "r1", unit: "heap-B", target: target{kind: ratioMax, value: 0.3, text: "≤ 0.3×"}},
+	{area: "sharding", title: "4 replicas vs 1, client-side: largest replica's bytes received (every replica receives everything)", c: "ShardScale/client", impl: "r4", base: "r1", unit: "recv-B"},
+	{area: "sharding", title: "4 replicas vs 1, client-side: time to reconcile every key", c: "ShardScale/client", impl: "r4", base: "r1", unit: "drain-ms", target: target{kind: ratioMax, value: 1.0 / 3, text: "≥3× aggregate throughput (ratio ≤ 0.33)"}},
+	{area: "sharding", title: "2 replicas vs 1, client-side: largest replica's heap after sync", c: "ShardScale/client", impl: "r2", base: "r1", unit: "heap-B"},
+	{area: "sharding", title: "2 replicas vs 1, client-side: time to reconcile every key", c: "ShardScale/client", impl: "r2", base: "r1", unit: "drain-ms"},
 }

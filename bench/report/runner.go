@@ -98,6 +98,9 @@ func suite(short bool) ([]phase, []profileRun) {
 		{name: "server", bin: binE2E, series: true, inProcess: true, runs: []invocation{
 			one("^BenchmarkServerInformerSync$", "1x"),
 		}},
+		{name: "shard", bin: binE2E, inProcess: true, runs: []invocation{
+			one("^BenchmarkShardScale$", "1x"),
+		}},
 	}
 	for i := range phases {
 		phases[i].rounds = rounds
