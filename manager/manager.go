@@ -337,6 +337,7 @@ func (m *Manager) Run(ctx context.Context) (err error) {
 		defer func() {
 			stopMember()
 			<-memberDone
+			m.sharder.stop()
 		}()
 		context.AfterFunc(runCtx, stopMember)
 	}

@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -94,12 +95,19 @@ type sharder struct {
 	held        reflector.Shard // what the member holds; the empty shard at first
 	informers   []shardedInformer
 	controllers []shardedController
+	// Informers are re-scoped once hand-offs have paused for settle: a
+	// replica that starts or sees others start takes and gives slots over
+	// a few rounds, and each re-scope lists its whole shard again.
+	settle  time.Duration
+	rescope *time.Timer // pending re-scope, nil when none
+	stopped bool
 }
 
 type shardedInformer struct {
 	name     string
 	rule     ShardRule
 	setShard func(reflector.Shard) error
+	shard    func() reflector.Shard
 }
 
 type shardedController struct {
@@ -113,6 +121,8 @@ func newSharder(m *Manager, cfg Sharding) (*sharder, error) {
 		cfg.Field = reflector.ShardByUID
 	}
 	s := &sharder{cfg: cfg, held: reflector.Shard{Field: cfg.Field}}
+	lease := cmp.Or(cfg.LeaseDuration, shard.DefaultLeaseDuration)
+	s.settle = min(cmp.Or(cfg.RenewPeriod, lease/5), time.Second)
 	member, err := shard.New(shard.Config{
 		Client:    m.kube,
 		Namespace: cfg.Namespace, Group: cfg.Group, Identity: cfg.Identity, Field: cfg.Field,
@@ -141,20 +151,50 @@ func forRule(sh reflector.Shard, rule ShardRule) reflector.Shard {
 func (s *sharder) revoke(ctx context.Context, keep reflector.Shard) error {
 	s.mu.Lock()
 	s.held = keep // what is added from now on starts narrowed
-	ctls, infs := s.controllers, s.informers
+	ctls := s.controllers
 	s.mu.Unlock()
 	for _, c := range ctls {
 		if err := c.restrict(ctx, keep); err != nil {
 			return fmt.Errorf("controller %q: %w", c.name, err) // the member keeps the slots and retries
 		}
 	}
-	var errs []error
+	s.scheduleRescope() // the informers may hold more than the keys meanwhile: they are fenced
+	return nil
+}
+
+// scheduleRescope re-scopes the informers to what is held once hand-offs
+// have paused for settle.
+func (s *sharder) scheduleRescope() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return
+	}
+	if s.rescope != nil {
+		s.rescope.Stop()
+	}
+	s.rescope = time.AfterFunc(s.settle, s.applyRescope)
+}
+
+func (s *sharder) applyRescope() {
+	s.mu.Lock()
+	held, infs := s.held, s.informers
+	s.mu.Unlock()
 	for _, inf := range infs {
-		if err := inf.setShard(forRule(keep, inf.rule)); err != nil {
-			errs = append(errs, fmt.Errorf("informer %q: %w", inf.name, err))
+		if !slices.Equal(inf.shard().Ranges, forRule(held, inf.rule).Ranges) {
+			_ = inf.setShard(forRule(held, inf.rule)) // held is valid: it cannot fail
 		}
 	}
-	return errors.Join(errs...) // a failed re-scope only costs memory: the keys are fenced
+}
+
+// stop cancels a pending re-scope; after it none starts.
+func (s *sharder) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopped = true
+	if s.rescope != nil {
+		s.rescope.Stop()
+	}
 }
 
 // grant widens the controllers, then the informers, whose new objects then
@@ -162,14 +202,12 @@ func (s *sharder) revoke(ctx context.Context, keep reflector.Shard) error {
 func (s *sharder) grant(hold reflector.Shard) {
 	s.mu.Lock()
 	s.held = hold
-	ctls, infs := s.controllers, s.informers
+	ctls := s.controllers
 	s.mu.Unlock()
 	for _, c := range ctls {
 		_ = c.restrict(context.Background(), hold) // nothing in flight is refused: it returns at once
 	}
-	for _, inf := range infs {
-		_ = inf.setShard(forRule(hold, inf.rule))
-	}
+	s.scheduleRescope()
 }
 
 // shardFor is the shard an informer of rule holds now.
@@ -181,10 +219,10 @@ func (s *sharder) shardFor(rule ShardRule) reflector.Shard {
 
 // addInformer registers a sharded informer made with shard initial, and
 // re-scopes it if a hand-off came in between.
-func (s *sharder) addInformer(name string, rule ShardRule, setShard func(reflector.Shard) error, initial reflector.Shard) {
+func (s *sharder) addInformer(name string, rule ShardRule, setShard func(reflector.Shard) error, shard func() reflector.Shard, initial reflector.Shard) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.informers = append(s.informers, shardedInformer{name: name, rule: rule, setShard: setShard})
+	s.informers = append(s.informers, shardedInformer{name: name, rule: rule, setShard: setShard, shard: shard})
 	if now := forRule(s.held, rule); !slices.Equal(now.Ranges, initial.Ranges) {
 		_ = setShard(now)
 	}

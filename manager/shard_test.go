@@ -83,6 +83,7 @@ func TestShardingRules(t *testing.T) {
 	}
 	half := reflector.SplitShards(reflector.ShardByUID, 2)[0]
 	byUID.sharder.grant(half)
+	byUID.sharder.applyRescope() // at once, not after the settle delay
 	if sh := kids.Shard(); sh.Field != reflector.ShardByControllerUID || len(sh.Ranges) != 1 || sh.Ranges[0] != half.Ranges[0] {
 		t.Errorf("after a grant the children hold %+v", sh)
 	}
@@ -92,6 +93,11 @@ func TestShardingRules(t *testing.T) {
 	if err := byUID.sharder.revoke(t.Context(), reflector.Shard{Field: reflector.ShardByUID}); err != nil {
 		t.Fatal(err)
 	}
+	if sh := owners.Shard(); len(sh.Ranges) != 1 {
+		t.Errorf("the owners were re-scoped at once on a revoke: %+v (the re-scope waits for the hand-offs to pause)", sh)
+	}
+	byUID.sharder.applyRescope()
+	byUID.sharder.stop()
 	if sh := owners.Shard(); len(sh.Ranges) != 0 {
 		t.Errorf("after revoking everything the owners hold %+v", sh)
 	}

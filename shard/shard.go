@@ -233,8 +233,8 @@ func (m *Member) round(ctx context.Context) error {
 	}
 	sort.Strings(members)
 	target := map[int]bool{}
-	for s := range m.cfg.Slots {
-		if owner(s, members) == m.cfg.Identity {
+	for s, o := range assign(m.cfg.Slots, members) {
+		if o == m.cfg.Identity {
 			target[s] = true
 		}
 	}
@@ -425,16 +425,64 @@ func SlotOf(h uint64, n int) int {
 	return lo
 }
 
-// owner returns the member a slot goes to: the highest score (rendezvous
-// hashing).
-func owner(slot int, members []string) string {
-	best, bestScore := "", uint64(0)
-	for _, mb := range members {
-		if sc := score(slot, mb); best == "" || sc > bestScore {
-			best, bestScore = mb, sc
+// assign returns the owner of each slot among members: rendezvous hashing
+// with bounded loads. Pairs (slot, member) are taken by score, highest
+// first, and a member takes no more than its fair share: the shares differ
+// by at most one slot (plain
+// rendezvous hashing leaves one member of four with 28% of 64 slots), and a
+// join or leave still moves about 1/N of them, nearly all to or from the
+// member that came or went. Every member computes the same from the same
+// members.
+func assign(slots int, members []string) []string {
+	owners := make([]string, slots)
+	if len(members) == 0 {
+		return owners
+	}
+	type pair struct {
+		slot, member int
+		score        uint64
+	}
+	pairs := make([]pair, 0, slots*len(members))
+	for s := range slots {
+		for i, mb := range members {
+			pairs = append(pairs, pair{s, i, score(s, mb)})
 		}
 	}
-	return best
+	slices.SortFunc(pairs, func(a, b pair) int {
+		switch {
+		case a.score != b.score:
+			return cmpDesc(a.score, b.score)
+		case a.slot != b.slot:
+			return a.slot - b.slot
+		}
+		return a.member - b.member
+	})
+	// Each member takes slots/N, and the first slots%N members to want one
+	// more take one more.
+	fair, extra := slots/len(members), slots%len(members)
+	load := make([]int, len(members))
+	for _, p := range pairs {
+		if owners[p.slot] != "" {
+			continue
+		}
+		switch {
+		case load[p.member] < fair:
+		case load[p.member] == fair && extra > 0:
+			extra--
+		default:
+			continue
+		}
+		owners[p.slot] = members[p.member]
+		load[p.member]++
+	}
+	return owners
+}
+
+func cmpDesc(a, b uint64) int {
+	if a > b {
+		return -1
+	}
+	return 1
 }
 
 func score(slot int, member string) uint64 {
