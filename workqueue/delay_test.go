@@ -186,6 +186,60 @@ func TestBlockedGetWakesWhenADelayFires(t *testing.T) {
 	})
 }
 
+// TestOneFiringWakesManyGets: a firing that makes many items due hands them to as many
+// blocked Gets (more than the wake-ups deferred to the unlock), half of whose contexts end
+// at the very moment of the firing: each item is handed out once or stays ready.
+func TestOneFiringWakesManyGets(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 3*wakeMax + 1
+		q := New(Config[int]{})
+		defer q.ShutDown()
+		type got struct {
+			item int
+			err  error
+		}
+		results := make(chan got, n)
+		for i := range n {
+			ctx := context.Background()
+			if i%2 == 1 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, time.Minute)
+				defer cancel()
+			}
+			go func() {
+				item, err := q.Get(ctx)
+				results <- got{item, err}
+			}()
+		}
+		synctest.Wait() // every Get waits
+		for i := range n {
+			q.AddAfter(i, time.Minute)
+		}
+		time.Sleep(time.Minute)
+		seen := map[int]bool{}
+		for range n {
+			r := <-results
+			switch {
+			case r.err == nil:
+				if seen[r.item] {
+					t.Fatalf("item %d handed out twice", r.item)
+				}
+				seen[r.item] = true
+				q.Done(r.item)
+			case !errors.Is(r.err, context.DeadlineExceeded):
+				t.Fatalf("Get: %v", r.err)
+			}
+		}
+		if ready := q.Len(); len(seen)+ready != n {
+			t.Fatalf("%d handed out and %d ready, want %d in all", len(seen), ready, n)
+		}
+		if plain := (n + 1) / 2; len(seen) < plain {
+			t.Fatalf("%d handed out, want at least the %d Gets without a deadline served", len(seen), plain)
+		}
+		checkInvariants(t, q)
+	})
+}
+
 func TestShutDownDropsScheduledItems(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := New(Config[string]{})

@@ -124,6 +124,10 @@ type Queue[T comparable] struct {
 	// (with metrics) that made items pending, for unlock to report.
 	spareAdds []staged[T]
 	applied   int
+	// wake[:nwake] are waiters handed an item under mu whose wake-up unlock sends once mu
+	// is released, so that the lock is not held while the scheduler readies them.
+	wake  [wakeMax]*waiter[T]
+	nwake int
 
 	_ [cacheLine]byte
 
@@ -432,12 +436,28 @@ func (q *Queue[T]) applyAddsLocked() {
 	}
 }
 
-// unlock releases mu and then reports to Metrics.Added the adds that applyAddsLocked made
-// pending while mu was held.
+// wakeMax bounds the wake-ups a holder of mu defers to unlock; dispatchLocked sends
+// further ones under the lock.
+const wakeMax = 8
+
+// unlock releases mu, then wakes the waiters dispatchLocked handed items to, and reports
+// to Metrics.Added the adds that applyAddsLocked made pending while mu was held.
 func (q *Queue[T]) unlock() {
 	n := q.applied
 	q.applied = 0
+	var wake [wakeMax]*waiter[T]
+	k := q.nwake
+	if k > 0 {
+		copy(wake[:k], q.wake[:k])
+		clear(q.wake[:k])
+		q.nwake = 0
+	}
 	q.mu.Unlock()
+	// A waiter receives exactly one wake-up, and is neither reused nor given up before it
+	// (see Get): sending after the unlock is safe, and its channel never blocks the send.
+	for _, w := range wake[:k] {
+		w.ch <- struct{}{}
+	}
 	for range n {
 		q.metrics.Added()
 	}
@@ -660,7 +680,8 @@ func (q *Queue[T]) dueLocked() bool {
 	return next != math.MaxInt64 && next <= q.now()
 }
 
-// dispatchLocked hands ready items to blocked Gets. Requires mu held.
+// dispatchLocked hands ready items to blocked Gets; their wake-ups are sent by unlock (or
+// here, beyond wakeMax of them). Requires mu held.
 func (q *Queue[T]) dispatchLocked(now int64) {
 	for len(q.waiters) > 0 && q.c.ready > 0 {
 		w := q.waiters[len(q.waiters)-1]
@@ -671,7 +692,12 @@ func (q *Queue[T]) dispatchLocked(now int64) {
 		w.item = q.c.e(s).item
 		w.waited = waited
 		w.res = resItem
-		w.ch <- struct{}{}
+		if q.nwake < wakeMax {
+			q.wake[q.nwake] = w
+			q.nwake++
+		} else {
+			w.ch <- struct{}{}
+		}
 	}
 }
 

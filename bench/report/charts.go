@@ -39,7 +39,7 @@ func speedup(r result) (v, lo, hi float64, ok bool) {
 // throughput chart).
 func isThroughput(r result) bool {
 	switch r.unit {
-	case "sec/op", "sec/key", "events/s", "sync-ms":
+	case "sec/op", "sec/key", "sec/item", "events/s", "sync-ms":
 		return true
 	}
 	return false

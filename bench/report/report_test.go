@@ -103,6 +103,28 @@ func TestParseBench(t *testing.T) {
 	if got := cr["CRReconcileThroughput/workers=1"]["ctrlkit"]["sec/key"]; len(got) != 1 || math.Abs(got[0]-5e-9) > 1e-18 {
 		t.Errorf("CR sec/key = %v, want [5e-9]", got)
 	}
+	// A latency metric in ns is tidied to sec, judged against an absolute bound and
+	// shown in the unit that fits.
+	pq := samples{}
+	in := lines("BenchmarkPriorityQueueManyWorkers/ctrlkit/workers=1000-2 \t 1\t 500000000 ns/op\t %v add-p99-ns\t 520 ns/item", 600, 450, 700, 520, 610) +
+		lines("BenchmarkPriorityQueueManyWorkers/controller-runtime/workers=1000-2 \t 1\t 4000000000 ns/op\t %v add-p99-ns\t 4000 ns/item", 500, 11000, 400, 600, 700)
+	if _, err := parseBench(pq, strings.NewReader(in), "pq.txt", "CR"); err != nil {
+		t.Fatal(err)
+	}
+	c := caseKey("CRPriorityQueueManyWorkers/workers=1000")
+	p99 := evaluate(pq, row{c: c, base: "controller-runtime", unit: "add-p99-sec", target: target{kind: absMax, value: 10e-6}})
+	if math.Abs(p99.ck.center-600e-9) > 1e-15 || p99.status != statusMet {
+		t.Errorf("add-p99: median %v status %v, want 600e-9 met", p99.ck.center, p99.status)
+	}
+	if got := formatSummary(p99.unit, p99.ck); got != "600 add-p99-ns ±25%" {
+		t.Errorf("formatSummary(add-p99) = %q", got)
+	}
+	if got := unitLabel("add-p99-sec", 12e-6); got != "add-p99-µs" {
+		t.Errorf("unitLabel(add-p99-sec, 12µs) = %q", got)
+	}
+	if r := evaluate(pq, row{c: c, base: "controller-runtime", unit: "sec/item", target: target{kind: ratioMax, value: 1.0 / 3}}); r.status != statusMet || math.Abs(r.ratio-0.13) > 1e-9 {
+		t.Errorf("sec/item: ratio %v status %v, want 0.13 met", r.ratio, r.status)
+	}
 }
 
 func TestSummarize(t *testing.T) {

@@ -37,6 +37,17 @@ var rows = []row{
 	{area: "workqueue", title: "Add/Get/Done 4 producers × 64 workers × 10k keys", c: "WorkqueueAddGetDone/p4w64k10000", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× throughput (ratio ≤ 0.50)"}},
 	{area: "workqueue", title: "Add/Get/Done 4×64×10k", c: "WorkqueueAddGetDone/p4w64k10000", unit: "allocs/op", target: target{kind: absMax, value: 0, text: "0 allocs/op"}},
 
+	// workqueue against controller-runtime's priority queue (issue 19): its own benchmark
+	// shapes, and 1M items drained by 1,000 workers
+	{area: "workqueue", title: "vs controller-runtime priority queue: Add 1k distinct items, then Get/Done each (1 goroutine; ns per 1k)", c: "CRPriorityQueueAddGetDone", base: "controller-runtime", unit: "sec/op", target: target{kind: ratioMax, value: 1.0 / 3, text: "≥3× throughput (ratio ≤ 0.33)"}},
+	{area: "workqueue", title: "vs controller-runtime: Add/Get/Done 1k", c: "CRPriorityQueueAddGetDone", base: "controller-runtime", unit: "allocs/op", target: target{kind: absMax, value: 0, text: "0 allocs/op"}},
+	{area: "workqueue", title: "vs controller-runtime priority queue: Add the same 1k items again and again, nobody takes them (ns per 1k Adds)", c: "CRPriorityQueueAddOnly", base: "controller-runtime", unit: "sec/op", target: target{kind: ratioMax, value: 1.0 / 3, text: "≥3× throughput (ratio ≤ 0.33)"}},
+	{area: "workqueue", title: "vs controller-runtime: Add only", c: "CRPriorityQueueAddOnly", base: "controller-runtime", unit: "allocs/op", target: target{kind: absMax, value: 0, text: "0 allocs/op"}},
+	{area: "workqueue", title: "vs controller-runtime priority queue: Add items 0..999 again and again while 1,000 workers drain 1M queued items, 1ms each (ns per 1k Adds)", c: "CRPriorityQueueAddLockContended", base: "controller-runtime", unit: "sec/op", target: target{kind: ratioMax, value: 1.0 / 3, text: "≥3× throughput (ratio ≤ 0.33)"}},
+	{area: "workqueue", title: "vs controller-runtime priority queue: 1 producer adds 1M distinct items (100k short), 1,000 workers Get/Done them (first Add to last Done, per item)", c: "CRPriorityQueueManyWorkers/workers=1000", base: "controller-runtime", unit: "sec/item", target: target{kind: ratioMax, value: 1.0 / 3, text: "≥3× throughput (ratio ≤ 0.33)"}},
+	{area: "workqueue", title: "1M items × 1,000 workers: Add latency p99 (every 7th Add timed)", c: "CRPriorityQueueManyWorkers/workers=1000", base: "controller-runtime", unit: "add-p99-sec", target: target{kind: absMax, value: 10e-6, text: "≤ 10 µs"}},
+	{area: "workqueue", title: "1M items × 1,000 workers: Add latency p50", c: "CRPriorityQueueManyWorkers/workers=1000", base: "controller-runtime", unit: "add-p50-sec"},
+
 	// indexer
 	{area: "indexer", title: "Add to 100k objects, 2 indexes", c: "IndexerAdd", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× ops/s (ratio ≤ 0.50)"}},
 	{area: "indexer", title: "Update (same index values)", c: "IndexerUpdate", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× ops/s (ratio ≤ 0.50)"}},

@@ -94,6 +94,8 @@ func suite(short bool) ([]phase, []profileRun) {
 		}},
 		{name: "controllerruntime", bin: binCR, prefix: "CR", runs: []invocation{
 			one("^BenchmarkReconcileThroughput$", reconcile),
+			one("^BenchmarkPriorityQueue(AddGetDone|AddOnly|AddLockContended)$", fast),
+			one("^BenchmarkPriorityQueueManyWorkers$", "1x"),
 		}},
 		{name: "server", bin: binE2E, series: true, inProcess: true, runs: []invocation{
 			one("^BenchmarkServerInformerSync$", "1x"),

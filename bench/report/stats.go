@@ -323,6 +323,18 @@ func unitScale(unit string, v float64) (factor float64, shown string) {
 		}
 		return 1, unit
 	}
+	if rest, ok := strings.CutSuffix(unit, "-sec"); ok {
+		// benchfmt turned "add-p99-ns" into "add-p99-sec", scaled by 1e-9.
+		switch a := math.Abs(v); {
+		case a >= 1:
+			return 1, rest + "-s"
+		case a >= 1e-3:
+			return 1e3, rest + "-ms"
+		case a >= 1e-6:
+			return 1e6, rest + "-µs"
+		}
+		return 1e9, rest + "-ns"
+	}
 	if rest, ok := strings.CutSuffix(unit, "-B"); ok {
 		// benchfmt turned "peak-MB" into "peak-B", scaled by 1e6; show it as written.
 		return 1e-6, rest + "-MB"
