@@ -263,6 +263,28 @@ func (e *shardEnv) run(n int) (res shardResult, err error) {
 			_ = cmd.Wait()
 		}()
 	}
+	// The replicas join together, once every process is up: how long a
+	// process takes to start on a loaded machine is not the subject.
+	for _, p := range procs {
+		for {
+			p.mu.Lock()
+			up := p.last.ID != ""
+			p.mu.Unlock()
+			if up {
+				break
+			}
+			select {
+			case <-p.done:
+				return res, errors.New("a replica exited before it started")
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	for _, p := range procs {
+		if _, err := io.WriteString(p.stdin, "start\n"); err != nil {
+			return res, err
+		}
+	}
 	// Settled: every replica sees the others, the caches hold every key once,
 	// each key was reconciled, and the slots have not moved for a second.
 	deadline := time.Now().Add(3 * time.Minute)
@@ -334,7 +356,8 @@ func (e *shardEnv) run(n int) (res shardResult, err error) {
 }
 
 // runShardReplica is a replica process of BenchmarkShardScale: it prints its
-// status as a JSON line every 100ms and answers "report" (heap and bytes
+// status as a JSON line every 100ms, runs its manager once told "start", and
+// answers "report" (heap and bytes
 // received) and "go" (reconcile every key again, and the time it took) on
 // stdin; it leaves when stdin closes.
 func runShardReplica() int {
@@ -380,9 +403,6 @@ func runShardReplica() int {
 		return 1
 	}
 	base := srvLiveHeap()
-	ctx, cancel := context.WithCancel(context.Background())
-	runDone := make(chan error, 1)
-	go func() { runDone <- m.Run(ctx) }()
 	var outMu sync.Mutex
 	emit := func(st shardStatus) {
 		s, _ := m.ShardStatus()
@@ -402,6 +422,12 @@ func runShardReplica() int {
 		}
 	}()
 	sc := bufio.NewScanner(os.Stdin)
+	if !sc.Scan() || sc.Text() != "start" {
+		return 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	runDone := make(chan error, 1)
+	go func() { runDone <- m.Run(ctx) }()
 	for sc.Scan() {
 		switch sc.Text() {
 		case "report":
