@@ -259,7 +259,7 @@ func (m *Member) round(ctx context.Context) error {
 		m.revoked += int64(len(held) - len(keep))
 		m.held = keep
 		m.mu.Unlock()
-		held = keep
+		held = copySet(keep) // this round goes on changing held
 	}
 	// Hold the claims of earlier rounds that no other live Lease mentions:
 	// that read came after our claim's write.
