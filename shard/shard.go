@@ -101,7 +101,15 @@ type Member struct {
 	held    map[int]bool
 	claimed map[int]bool
 	members []string // live members in the last round, sorted
+	// renewed is the renewTime of the last Lease write that succeeded: the
+	// others count the Lease live until renewed + LeaseDuration.
 	renewed time.Time
+	// epoch counts dropAll's: a round that began before one does not hold
+	// or grant what it decided.
+	epoch int64
+	// cb serializes the Revoke and Grant callbacks (a round's and the
+	// deadline's), so that no Grant runs after a Revoke that dropped it.
+	cb sync.Mutex
 	// Slots taken (Grant) and given up (Revoke) since New: the hand-offs.
 	granted, revoked int64
 }
@@ -159,23 +167,56 @@ func (m *Member) Status() Status {
 // revokes everything and deletes its Lease, so that the others take its slots
 // at once. It returns nil after a clean stop.
 func (m *Member) Run(ctx context.Context) error {
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		m.deadline(watchCtx)
+	}()
 	tick := time.NewTicker(m.cfg.RenewPeriod)
 	defer tick.Stop()
 	for {
 		if err := m.round(ctx); err != nil && ctx.Err() == nil {
 			m.cfg.Logger.Info("shard round failed", "err", err)
-			m.mu.Lock()
-			late := !m.renewed.IsZero() && time.Since(m.renewed) > m.cfg.RenewDeadline
-			m.mu.Unlock()
-			if late {
-				m.dropAll(ctx) // before the others may think the Lease expired
-			}
 		}
 		select {
 		case <-ctx.Done():
+			stopWatch()
+			<-watched
 			return m.leave()
 		case <-tick.C:
 		}
+	}
+}
+
+// deadline drops every slot once RenewDeadline has passed since the last
+// renewal, whatever the rounds are doing (one may be stuck in a slow
+// request): the drain then has LeaseDuration - RenewDeadline to finish
+// before the others may count the Lease expired.
+func (m *Member) deadline(ctx context.Context) {
+	t := time.NewTimer(m.cfg.RenewPeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		m.mu.Lock()
+		renewed, held := m.renewed, len(m.held)
+		m.mu.Unlock()
+		next := m.cfg.RenewPeriod / 4
+		if !renewed.IsZero() && held > 0 {
+			if left := time.Until(renewed.Add(m.cfg.RenewDeadline)); left > 0 {
+				next = min(next, left)
+			} else {
+				m.cfg.Logger.Info("shard Lease not renewed in time: dropping every slot", "renewed", renewed)
+				dctx, cancel := context.WithTimeout(ctx, m.cfg.LeaseDuration-m.cfg.RenewDeadline)
+				m.dropAll(dctx)
+				cancel()
+			}
+		}
+		t.Reset(next)
 	}
 }
 
@@ -194,7 +235,10 @@ func (m *Member) leave() error {
 // dropAll revokes every slot held (the Revoke callback is retried until it
 // succeeds or ctx ends) and forgets claims, without writing the Lease.
 func (m *Member) dropAll(ctx context.Context) {
+	m.cb.Lock()
+	defer m.cb.Unlock()
 	m.mu.Lock()
+	m.epoch++ // a round under way holds nothing it decided
 	had := len(m.held) > 0
 	m.mu.Unlock()
 	if had {
@@ -242,7 +286,14 @@ func (m *Member) round(ctx context.Context) error {
 	m.mu.Lock()
 	m.members = members
 	held, claimed := copySet(m.held), copySet(m.claimed)
+	epoch := m.epoch
 	m.mu.Unlock()
+	// current reports whether no dropAll came since the round began.
+	current := func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.epoch == epoch
+	}
 
 	// Give up held slots that are no longer ours: stop their work first.
 	keep := map[int]bool{}
@@ -252,13 +303,20 @@ func (m *Member) round(ctx context.Context) error {
 		}
 	}
 	if len(keep) < len(held) {
+		m.cb.Lock()
+		if !current() {
+			m.cb.Unlock()
+			return errors.New("shard: every slot was dropped during the round")
+		}
 		if err := m.revoke(ctx, m.shardOf(keep)); err != nil {
+			m.cb.Unlock()
 			return fmt.Errorf("shard: revoke: %w", err)
 		}
 		m.mu.Lock()
 		m.revoked += int64(len(held) - len(keep))
 		m.held = keep
 		m.mu.Unlock()
+		m.cb.Unlock()
 		held = copySet(keep) // this round goes on changing held
 	}
 	// Hold the claims of earlier rounds that no other live Lease mentions:
@@ -294,15 +352,29 @@ func (m *Member) round(ctx context.Context) error {
 		}
 	}
 	// Write: the Lease must show a hold before work on it starts.
-	if err := m.write(ctx, claimed, held); err != nil {
+	stamp, err := m.write(ctx, claimed, held)
+	if err != nil {
 		return err
 	}
 	m.mu.Lock()
-	m.held, m.claimed, m.renewed = held, claimed, time.Now()
-	m.granted += int64(len(granted))
+	m.renewed = stamp
+	dropped := m.epoch != epoch
+	if !dropped {
+		m.held, m.claimed = held, claimed
+		m.granted += int64(len(granted))
+	}
 	m.mu.Unlock()
+	if dropped {
+		// The Lease names slots this member no longer works on: safe, and
+		// the next round sets it right.
+		return errors.New("shard: every slot was dropped during the round")
+	}
 	if len(granted) > 0 {
-		m.grant(m.shardOf(held))
+		m.cb.Lock()
+		if current() {
+			m.grant(m.shardOf(held))
+		}
+		m.cb.Unlock()
 	}
 	return nil
 }
@@ -355,11 +427,12 @@ func (m *Member) read(ctx context.Context) ([]lease, error) {
 }
 
 // write renews this member's Lease with its claims and holds.
-func (m *Member) write(ctx context.Context, claimed, held map[int]bool) error {
+func (m *Member) write(ctx context.Context, claimed, held map[int]bool) (renewed time.Time, err error) {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.RenewPeriod)
 	defer cancel()
 	leases := m.cfg.Client.CoordinationV1().Leases(m.cfg.Namespace)
-	now := metav1.NewMicroTime(time.Now())
+	stamp := time.Now().Truncate(time.Microsecond) // as the Lease keeps it
+	now := metav1.NewMicroTime(stamp)
 	secs := int32((m.cfg.LeaseDuration + time.Second - 1) / time.Second)
 	ann := map[string]string{claimAnnotation: formatSlots(claimed), holdAnnotation: formatSlots(held)}
 	cur, err := leases.Get(ctx, m.name, metav1.GetOptions{})
@@ -376,9 +449,9 @@ func (m *Member) write(ctx context.Context, claimed, held map[int]bool) error {
 		_, err = leases.Update(ctx, cur, metav1.UpdateOptions{})
 	}
 	if err != nil {
-		return fmt.Errorf("shard: write Lease %s: %w", m.name, err)
+		return time.Time{}, fmt.Errorf("shard: write Lease %s: %w", m.name, err)
 	}
-	return nil
+	return stamp, nil
 }
 
 // shardOf returns the reflector.Shard of a set of slots, adjacent slots merged

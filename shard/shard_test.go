@@ -6,11 +6,15 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/ctrlkit/ctrlkit/reflector"
 )
@@ -246,4 +250,86 @@ func TestCallbackPanics(t *testing.T) {
 	if st := m.Status(); st.Slots != 4 {
 		t.Fatalf("a failed Revoke gave slots up: %d held", st.Slots)
 	}
+}
+
+// TestDeadlineWhileARoundHangs: a member whose Lease write hangs (a request
+// that never answers) still drops every slot once RenewDeadline has passed
+// since its last renewal, before the others can count its Lease expired; a
+// round that then returns neither holds nor grants what it decided.
+func TestDeadlineWhileARoundHangs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		client := fake.NewClientset()
+		var hang atomic.Bool
+		release := make(chan struct{})
+		client.PrependReactor("get", "leases", func(k8stesting.Action) (bool, k8sruntime.Object, error) {
+			if hang.Load() {
+				<-release
+			}
+			return false, nil, nil
+		})
+		var mu sync.Mutex
+		var revokedAt time.Time
+		var held reflector.Shard
+		m, err := New(Config{
+			Client: client, Namespace: "ns", Group: "g", Identity: "a", Field: reflector.ShardByUID, Slots: 4,
+			LeaseDuration: 3 * time.Second, RenewPeriod: 500 * time.Millisecond, RenewDeadline: 2 * time.Second,
+			Revoke: func(_ context.Context, keep reflector.Shard) error {
+				mu.Lock()
+				defer mu.Unlock()
+				held, revokedAt = keep, time.Now()
+				return nil
+			},
+			Grant: func(hold reflector.Shard) {
+				mu.Lock()
+				defer mu.Unlock()
+				held = hold
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- m.Run(ctx) }()
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if st := m.Status(); st.Slots != 4 {
+			t.Fatalf("holds %d of 4 slots before the hang", st.Slots)
+		}
+		hang.Store(true)
+		time.Sleep(time.Second) // the next round's write hangs
+		m.mu.Lock()
+		renewed := m.renewed
+		m.mu.Unlock()
+		time.Sleep(time.Until(renewed.Add(2*time.Second)) + 10*time.Millisecond)
+		synctest.Wait()
+		mu.Lock()
+		if len(held.Ranges) != 0 || revokedAt.IsZero() || revokedAt.After(renewed.Add(3*time.Second)) {
+			t.Errorf("while a round hangs the member still works on %v (revoked at %v, renewed %v)", held.Ranges, revokedAt, renewed)
+		}
+		mu.Unlock()
+		if st := m.Status(); st.Slots != 0 {
+			t.Errorf("holds %d slots after the deadline", st.Slots)
+		}
+		// The hung round returns: it holds and grants nothing it decided.
+		close(release)
+		hang.Store(false)
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		mu.Lock()
+		if len(held.Ranges) != 0 {
+			t.Errorf("the round that hung granted %v after the deadline dropped everything", held.Ranges)
+		}
+		mu.Unlock()
+		// Renewing again, it takes its slots back through claim and hold.
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if st := m.Status(); st.Slots != 4 {
+			t.Errorf("holds %d of 4 slots once renewing again", st.Slots)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	})
 }
