@@ -58,6 +58,7 @@ bench-short: controlplane
 bench-server: controlplane
 	$(GO) test -tags e2e -run '^$$' -bench BenchmarkServerInformerSync -benchmem -benchtime 1x -count $(if $(SHORT),1,5) $(if $(SHORT),-short) -timeout 30m ./bench/
 
-## demo: start a local control plane and watch objects change; leaves nothing running
+## demo: start a local control plane and watch objects change; leaves nothing running.
+## REPLICAS=3 runs the controllers as 3 replicas that split the objects (manager.Config.Sharding)
 demo: controlplane
-	$(GO) run ./examples/demo
+	$(GO) run ./examples/demo $(if $(REPLICAS),-replicas $(REPLICAS))

@@ -20,13 +20,16 @@ import (
 // convergeTimeout bounds the wait for the controllers to reach the final objects' state.
 const convergeTimeout = 2 * time.Minute
 
-// converge polls the cluster and the backend until every controller's work matches what the
-// final objects ask for, and returns one line per controller describing that state. It
-// reads the server (not the controllers' caches), so it checks the controllers' effects.
-func converge(ctx context.Context, c *clients, be *backend.Server) ([]string, error) {
+// check compares one controller's work with what the objects ask for: it returns a line
+// describing the state and the problems found.
+type check func(context.Context, *clients, *backend.Server) (line string, problems []string, err error)
+
+// converge polls the cluster and the backend until every check passes, and returns the
+// lines of the checks then. The controllers' checks read the server (not the controllers'
+// caches), so they check the controllers' effects.
+func converge(ctx context.Context, c *clients, be *backend.Server, checks []check) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, convergeTimeout)
 	defer cancel()
-	checks := []func(context.Context, *clients, *backend.Server) (string, []string, error){checkSidecars, checkNetworks, checkPodSets}
 	for {
 		var report, problems []string
 		for _, check := range checks {

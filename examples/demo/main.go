@@ -5,6 +5,13 @@
 // reconciles per second, queue depths, cache lag) and a summary after checking that every
 // controller converged to what the final objects ask for. It leaves nothing running; Ctrl-C
 // stops everything cleanly at any point.
+//
+// With -replicas N (N > 1) the controllers run in N managers in this process, replicas r0,
+// r1, ... of one group (manager.Config.Sharding) that split the objects by their UID (a Pod
+// by its PodSet's): each caches and reconciles its share, filtered by kube-apiserver (started
+// with the ShardedListAndWatch feature gate) where it can. The progress lines then show each
+// replica's share; unless -leave=false, the last replica leaves half-way through and the
+// others take its slots; the summary tells how the work was split.
 package main
 
 import (
@@ -30,7 +37,6 @@ import (
 	"github.com/ctrlkit/ctrlkit/examples/network-controller/network"
 	"github.com/ctrlkit/ctrlkit/examples/replicaset/podset"
 	"github.com/ctrlkit/ctrlkit/examples/sidecar-injector/injector"
-	"github.com/ctrlkit/ctrlkit/manager"
 	"github.com/ctrlkit/ctrlkit/testenv"
 )
 
@@ -38,9 +44,16 @@ func main() {
 	duration := flag.Duration("duration", time.Minute, "how long the workload generator runs")
 	rate := flag.Float64("rate", 10, "writes per second of the workload generator")
 	seed := flag.Uint64("seed", 0, "random seed of the workload (0: from the clock)")
+	replicas := flag.Int("replicas", 1, "run the controllers as this many replicas that split the objects (1: one manager, no sharding)")
+	leave := flag.Bool("leave", true, "with -replicas above 1, the last replica leaves half-way through the workload")
+	serverFiltering := flag.Bool("server-filtering", true, "start kube-apiserver with --feature-gates=ShardedListAndWatch=true, so that it filters the replicas' lists and watches (false: they filter what they receive)")
 	flag.Parse()
 	if *duration <= 0 || *rate <= 0 {
 		fmt.Fprintln(os.Stderr, "demo: -duration and -rate must be positive")
+		os.Exit(2)
+	}
+	if *replicas < 1 || *replicas > maxReplicas {
+		fmt.Fprintf(os.Stderr, "demo: -replicas must be between 1 and %d\n", maxReplicas)
 		os.Exit(2)
 	}
 	if *seed == 0 {
@@ -49,7 +62,7 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := run(ctx, *duration, *rate, *seed)
+	err := run(ctx, options{duration: *duration, rate: *rate, seed: *seed, replicas: *replicas, leave: *leave, serverFiltering: *serverFiltering})
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:
@@ -63,10 +76,32 @@ func main() {
 // demoNS holds the demo's objects.
 const demoNS = "demo"
 
-func run(ctx context.Context, duration time.Duration, rate float64, seed uint64) error {
+// maxReplicas bounds -replicas: every replica is a manager of its own in this process.
+const maxReplicas = 8
+
+// shardedListAndWatch turns on server-side filtering of sharded lists and watches (KEP-5866).
+const shardedListAndWatch = "--feature-gates=ShardedListAndWatch=true"
+
+// options are the command line's.
+type options struct {
+	duration        time.Duration
+	rate            float64
+	seed            uint64
+	replicas        int
+	leave           bool
+	serverFiltering bool
+}
+
+func run(ctx context.Context, o options) error {
+	duration, rate, seed := o.duration, o.rate, o.seed
+	sharded := o.replicas > 1
 	fmt.Println("starting etcd and kube-apiserver on 127.0.0.1 ...")
 	start := time.Now()
-	env, err := testenv.Start(ctx, testenv.Config{})
+	var tc testenv.Config
+	if o.serverFiltering {
+		tc.APIServerFlags = []string{shardedListAndWatch}
+	}
+	env, err := testenv.Start(ctx, tc)
 	if err != nil {
 		return err
 	}
@@ -77,6 +112,13 @@ func run(ctx context.Context, duration time.Duration, rate float64, seed uint64)
 	etcdPID, apiPID := env.PIDs()
 	fmt.Printf("control plane ready at %s in %v (etcd pid %d, kube-apiserver pid %d)\n",
 		env.APIServerURL(), time.Since(start).Round(time.Millisecond), etcdPID, apiPID)
+	if sharded {
+		if o.serverFiltering {
+			fmt.Printf("kube-apiserver runs with %s: it filters sharded lists and watches (KEP-5866)\n", shardedListAndWatch)
+		} else {
+			fmt.Println("kube-apiserver runs without the ShardedListAndWatch feature gate: the replicas filter what they receive")
+		}
+	}
 	cfg := env.Config()
 
 	// The Network controller's external system: an HTTP service on loopback, state on disk.
@@ -113,31 +155,20 @@ func run(ctx context.Context, duration time.Duration, rate float64, seed uint64)
 		network.GroupVersionResource.GroupResource(), podset.GroupVersionResource.GroupResource(),
 		injector.DefaultConfigNamespace, injector.DefaultConfigName, backendURL)
 
-	// The three controllers in one manager, each counting its reconciles and queue depth for
-	// the progress line.
-	m, err := manager.New(manager.Config{RESTConfig: cfg})
-	if err != nil {
-		return err
-	}
-	sc, nc, pc := &stats{name: "sidecar"}, &stats{name: "network"}, &stats{name: "podset"}
-	inj, err := injector.New(m, injector.Options{Namespace: demoNS, Metrics: sc, QueueMetrics: sc})
-	if err != nil {
-		return err
-	}
-	netc, err := network.New(m, network.Options{Namespace: demoNS, BackendURL: backendURL, Metrics: nc, QueueMetrics: nc})
-	if err != nil {
-		return err
-	}
-	psc, err := podset.New(m, podset.Options{Namespace: demoNS, Metrics: pc, QueueMetrics: pc})
-	if err != nil {
-		return err
+	// The three controllers in one manager, or in each of the replicas' managers, each
+	// counting its reconciles and queue depth for the progress line.
+	totals := []*stats{{name: "sidecar"}, {name: "network"}, {name: "podset"}}
+	var reps []*replica
+	for i := range o.replicas {
+		r, err := newReplica(cfg, fmt.Sprintf("r%d", i), sharded, backendURL, totals)
+		if err != nil {
+			return err
+		}
+		reps = append(reps, r)
 	}
 	ctrlErr := make(chan error, 1)
-	wg.Go(func() {
-		if err := m.Run(runCtx); err != nil {
-			ctrlErr <- err
-		}
-	})
+	started := time.Now()
+	runReplicas(runCtx, &wg, reps, ctrlErr)
 	// The controllers fill their caches meanwhile.
 	held, err := waitCRDCreateHold(ctx, c)
 	if err != nil {
@@ -147,21 +178,64 @@ func run(ctx context.Context, duration time.Duration, rate float64, seed uint64)
 		fmt.Printf("waited %v before the first write: kube-apiserver holds every create of a custom resource for %v after its CRD is established\n",
 			held.Round(time.Millisecond), crdCreateHold)
 	}
+	var replicaViews func() []replicaView
+	var initial []replicaView // the split when the workload begins
+	if sharded {
+		initial, err = waitSplit(ctx, reps)
+		if err != nil {
+			return err
+		}
+		printSplit(initial, time.Since(started))
+		replicaViews = func() []replicaView { return views(reps) }
+	}
 	fmt.Printf("controllers running; workload for %v at about %.0f writes/s (-seed %d)\n", duration, rate, seed)
-	printInformers(m)
+	printInformers(reps)
 
-	w := newWorkload(c, seed, []*stats{sc, nc, pc}, inj, netc, psc)
+	inj, netc, psc := waiters(reps)
+	w := newWorkload(c, seed, totals, inj, netc, psc)
 	genCtx, stopGen := context.WithCancel(runCtx)
 	defer stopGen()
 	genDone := make(chan error, 1)
 	go func() { genDone <- w.run(genCtx, duration, rate) }()
 
+	// The last replica leaves half-way through; the others take its slots.
+	var leaveAt <-chan time.Time
+	if sharded && o.leave {
+		leaveAt = time.After(duration / 2)
+	}
+	handoffs := make(chan handoff, 1)
+	handoffErr := make(chan error, 1)
+	var left *handoff
+	leaving := false
+
 	fmt.Println("progress columns: sidecar/network/podset; cache lag is from sending a write to the controller's cache holding it")
-	p := newProgress(w, os.Stdout, isTerminal(os.Stdout))
+	p := newProgress(w, replicaViews, os.Stdout, isTerminal(os.Stdout))
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for genDone != nil {
 		select {
+		case <-leaveAt:
+			leaveAt, leaving = nil, true
+			wg.Go(func() {
+				h, err := leaveAndWait(runCtx, reps, reps[len(reps)-1])
+				if err != nil {
+					handoffErr <- err
+					return
+				}
+				handoffs <- h
+			})
+		case h := <-handoffs:
+			left = &h
+			p.end()
+			fmt.Println(h)
+		case err := <-handoffErr:
+			if runCtx.Err() == nil {
+				p.end()
+				stopGen()
+				<-genDone
+				w.waitLag()
+				return err
+			}
 		case <-ctx.Done():
 			p.end()
 			<-genDone
@@ -189,7 +263,23 @@ func run(ctx context.Context, duration time.Duration, rate float64, seed uint64)
 
 	fmt.Println("workload done; checking that every controller converges ...")
 	settle := time.Now()
-	report, err := converge(ctx, c, be)
+	checks := []check{checkSidecars, checkNetworks, checkPodSets}
+	if sharded {
+		if leaving && left == nil {
+			// The hand-off finishes before the convergence is checked.
+			select {
+			case h := <-handoffs:
+				left = &h
+				fmt.Println(h)
+			case err := <-handoffErr:
+				return err
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		checks = append(checks, checkSplit(reps))
+	}
+	report, err := converge(ctx, c, be, checks)
 	if err != nil {
 		return err
 	}
@@ -198,6 +288,9 @@ func run(ctx context.Context, duration time.Duration, rate float64, seed uint64)
 		fmt.Println("  " + line)
 	}
 	w.summary()
+	if sharded {
+		printSummary(reps, initial, left, p.start)
+	}
 	cancelRun()
 	wg.Wait()
 	fmt.Printf("controllers stopped; demo ran %v\n", time.Since(start).Round(time.Second))
@@ -244,10 +337,16 @@ func setup(ctx context.Context, cfg *rest.Config, c *clients) error {
 	return err
 }
 
-// printInformers prints the manager's shared informers and how many controllers use each.
-func printInformers(m *manager.Manager) {
+// printInformers prints the managers' shared informers and how many controllers use each:
+// every replica has the same.
+func printInformers(reps []*replica) {
+	m := reps[0].m
 	infs := m.Informers()
-	fmt.Printf("one manager runs %d controllers on %d shared informers:", len(m.Controllers()), len(infs))
+	if len(reps) == 1 {
+		fmt.Printf("one manager runs %d controllers on %d shared informers:", len(m.Controllers()), len(infs))
+	} else {
+		fmt.Printf("each of the %d managers runs %d controllers on %d shared informers:", len(reps), len(m.Controllers()), len(infs))
+	}
 	for i, inf := range infs {
 		sep := ";"
 		if i == 0 {

@@ -12,9 +12,12 @@ import (
 )
 
 // stats counts one controller's reconciles and queue depth through the reconcile.Metrics and
-// workqueue.Metrics hooks, and the cache lag the workload generator measures.
+// workqueue.Metrics hooks, and the cache lag the workload generator measures. With a
+// parent, the stats of one replica's controller, its reconciles and queue depth count
+// in the parent too, the totals of every replica's.
 type stats struct {
-	name string
+	name   string
+	parent *stats // nil or the totals
 
 	reconciles atomic.Int64
 	failed     atomic.Int64
@@ -40,9 +43,15 @@ func (s *stats) ReconcileFinished(o reconcile.Outcome, _ time.Duration) {
 	if o != reconcile.Succeeded {
 		s.failed.Add(1)
 	}
+	if s.parent != nil {
+		s.parent.ReconcileFinished(o, 0)
+	}
 }
 
 func (s *stats) Added() {
+	if s.parent != nil {
+		s.parent.Added()
+	}
 	d := s.depth.Add(1)
 	for {
 		m := s.maxDepth.Load()
@@ -51,7 +60,12 @@ func (s *stats) Added() {
 		}
 	}
 }
-func (s *stats) Started(time.Duration)            { s.depth.Add(-1) }
+func (s *stats) Started(time.Duration) {
+	s.depth.Add(-1)
+	if s.parent != nil {
+		s.parent.Started(0)
+	}
+}
 func (s *stats) Finished(time.Duration)           {}
 func (s *stats) Retried()                         {}
 func (s *stats) Attach(func() workqueue.InFlight) {}

@@ -108,6 +108,85 @@ func TestDemoRunsToTheEnd(t *testing.T) {
 	assertGone(t, controlPlanePIDs(t, s))
 }
 
+var replicaSummary = regexp.MustCompile(`(?m)^  (r\d)  reconciles (\d+)/(\d+)/(\d+) \(sidecar/network/podset\); (.*)$`)
+
+// TestDemoReplicas runs the demo's controllers as three replicas of one sharded group,
+// the last of which leaves half-way through: every replica reconciles part of the work,
+// the two that stay take the third's slots, and at the end everything converged and each
+// replica caches exactly the objects of its shard. With the ShardedListAndWatch gate the
+// server filters the Deployments, Networks and PodSets (the Pods, placed by their
+// controller's UID, the replicas themselves); without it, the replicas filter everything.
+func TestDemoReplicas(t *testing.T) {
+	for _, tc := range []struct {
+		name, gate, filtered string
+	}{
+		{"server-side", "true", "server"},
+		{"client-side", "false", "client"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, demoBin, "-replicas", "3", "-server-filtering="+tc.gate, "-duration", "12s", "-rate", "20", "-seed", "11")
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("demo: %v\n%s", err, out.String())
+			}
+			s := out.String()
+			for _, want := range []*regexp.Regexp{
+				regexp.MustCompile(`the 3 replicas \(Leases \S+\) split the hash space of 64 slots in \S+: r0 \d+ slots \(\S+%\), r1 \d+ slots \(\S+%\), r2 \d+ slots`),
+				regexp.MustCompile(`(?m)^       r0 +\d+ slots +\S+% \| caches \d+ deploy, \d+ net, \d+ podset, \d+ pods \| reconciles/s \d+/\d+/\d+$`),
+				regexp.MustCompile(`r2 left \(controllers drained, Lease deleted\) holding [1-9]\d* slots with .*; \S+ later the others held them: r0 \d+ slots \(\S+%\), r1 \d+ slots`),
+				regexp.MustCompile(`(?m)^       r2 left at \d+s`),
+				regexp.MustCompile(`converged \S+ after the last write`),
+				regexp.MustCompile(`sidecar-injector: \d+ Deployments; the \d+ that opt in carry envoyproxy/envoy:v1\.\d+\.0`),
+				regexp.MustCompile(`network-controller: \d+ Networks; the backend holds exactly the \d+ valid ones`),
+				regexp.MustCompile(`replicaset: \d+ PodSets own exactly the \d+ Pods they ask for`),
+				regexp.MustCompile(`sharding: each replica caches exactly the objects of its shard \(Deployments/Networks/PodSets/Pods\): r0 \d+/\d+/\d+/\d+, r1 \d+/\d+/\d+/\d+\n`),
+				regexp.MustCompile(fmt.Sprintf(`filtered: deployments.apps %[1]s-side, networks.samplecrd.k8s.io %[1]s-side, podsets.examples.ctrlkit.dev %[1]s-side, pods client-side\)`, tc.filtered)),
+				regexp.MustCompile(`control plane stopped, temporary files removed`),
+			} {
+				if !want.MatchString(s) {
+					t.Errorf("output lacks %q:\n%s", want, s)
+				}
+			}
+			// Each replica did part of the work; the two that stayed hold every slot, and
+			// took some from the one that left, which gave all of its own up.
+			rows := replicaSummary.FindAllStringSubmatch(s, -1)
+			if len(rows) != 3 {
+				t.Fatalf("the summary has %d replica lines, want 3:\n%s", len(rows), s)
+			}
+			atoi := func(s string) int { n, _ := strconv.Atoi(s); return n } // of \d+
+			slots := 0
+			for _, row := range rows {
+				total := atoi(row[2]) + atoi(row[3]) + atoi(row[4])
+				if total == 0 {
+					t.Errorf("%s reconciled nothing: %s", row[1], row[0])
+				}
+				if row[1] == "r2" {
+					if !regexp.MustCompile(`^left at \d+s with ([1-9]\d*) slots holding .*; hand-offs: took (\d+) slots \(\d+ at the start\), gave up (\d+)$`).MatchString(row[5]) {
+						t.Errorf("r2 did not leave as expected: %s", row[0])
+					}
+					continue
+				}
+				m := regexp.MustCompile(`^at the end (\d+) slots .*; hand-offs: took (\d+) slots \((\d+) at the start\), gave up \d+$`).FindStringSubmatch(row[5])
+				if m == nil {
+					t.Errorf("%s: unexpected summary: %s", row[1], row[0])
+					continue
+				}
+				slots += atoi(m[1])
+				if atoi(m[2]) <= atoi(m[3]) {
+					t.Errorf("%s took no slot after the start: %s", row[1], row[0])
+				}
+			}
+			if slots != 64 {
+				t.Errorf("r0 and r1 hold %d slots at the end, want all 64", slots)
+			}
+			assertGone(t, controlPlanePIDs(t, s))
+		})
+	}
+}
+
 func TestDemoStopsCleanlyOnInterrupt(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -60,6 +60,14 @@ type Options struct {
 	// controller starts. 0 means DefaultOrphanSweepPeriod; negative means only at
 	// start.
 	OrphanSweepPeriod time.Duration
+	// Sharded makes the controller one of the replicas of m's group
+	// (manager.Config.Sharding, which m must have): its Network cache holds only
+	// this replica's share (manager.ShardByObject) and it reconciles only their
+	// keys (manager.AddSharded), a deleted Network's by the replica that held it.
+	// The orphan sweep then cleans up only after Networks this replica held: a
+	// backend network that never had a Network object is no replica's key, and
+	// stays.
+	Sharded bool
 }
 
 // Controller reconciles Network objects against the backend. Create it with New,
@@ -120,9 +128,14 @@ func New(m *manager.Manager, opts Options) (_ *Controller, err error) {
 		networks: m.Dynamic().Resource(GroupVersionResource),
 		backend:  bc,
 	}
+	shard := manager.Whole
+	if opts.Sharded {
+		shard = manager.ShardByObject
+	}
 	c.inf, err = manager.Custom[*Network](m, GroupVersionKind, manager.Options[*Network]{
 		Namespace: opts.Namespace,
 		Transform: reflector.StripManagedFields[*Network],
+		Shard:     shard,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("network: %w", err)
@@ -140,6 +153,7 @@ func New(m *manager.Manager, opts Options) (_ *Controller, err error) {
 		Metrics:      opts.Metrics,
 		QueueMetrics: opts.QueueMetrics,
 		FairnessKey:  func(k types.NamespacedName) string { return k.Namespace },
+		Restrictable: opts.Sharded,
 	})
 	// Every change of a Network, status writes included: a status changed behind the
 	// controller's back is repaired, and the controller's own status writes end in a
@@ -150,7 +164,12 @@ func New(m *manager.Manager, opts Options) (_ *Controller, err error) {
 	if err := c.ctrl.Watch(&orphanSweep{c: c}); err != nil {
 		return nil, fmt.Errorf("network: %w", err)
 	}
-	if err := m.Add(c.ctrl); err != nil {
+	if opts.Sharded {
+		err = manager.AddSharded(m, c.ctrl, manager.OwnsByObject(c.inf))
+	} else {
+		err = m.Add(c.ctrl)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("network: %w", err)
 	}
 	return c, nil

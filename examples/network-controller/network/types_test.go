@@ -15,6 +15,7 @@ import (
 
 	"github.com/ctrlkit/ctrlkit/examples/internal/discoverytest"
 	"github.com/ctrlkit/ctrlkit/manager"
+	"github.com/ctrlkit/ctrlkit/reflector"
 )
 
 func TestValidate(t *testing.T) {
@@ -202,5 +203,37 @@ func TestDeepCopy(t *testing.T) {
 	c.Spec.CIDR = "10.1.0.0/24"
 	if diff := cmp.Diff(orig, n); diff != "" {
 		t.Errorf("changing the copy changed the original (-before +after):\n%s", diff)
+	}
+}
+
+// TestNewSharded: with Options.Sharded the Network cache holds this replica's shard
+// (empty until the group grants it slots) and the controller is a sharded one; a
+// manager without Config.Sharding refuses, and keeps no informer.
+func TestNewSharded(t *testing.T) {
+	served := discoverytest.Serve(t, networkResource)
+	m, err := manager.New(manager.Config{RESTConfig: served, Sharding: &manager.Sharding{Namespace: "leases", Group: "networks", Identity: "r0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(m, Options{Namespace: "ns", BackendURL: "http://127.0.0.1:8080", Sharded: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sh := c.inf.Shard(); sh.Field != reflector.ShardByUID || len(sh.Ranges) != 0 {
+		t.Errorf("Network cache's shard %+v, want the empty shard by UID", sh)
+	}
+	if ctls := m.Controllers(); len(ctls) != 1 {
+		t.Errorf("manager runs %d controllers, want 1", len(ctls))
+	}
+
+	unsharded, err := manager.New(manager.Config{RESTConfig: served})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(unsharded, Options{Namespace: "ns", BackendURL: "http://127.0.0.1:8080", Sharded: true}); err == nil {
+		t.Error("New with Sharded on a manager without Config.Sharding: no error")
+	}
+	if infs := unsharded.Informers(); len(infs) != 0 {
+		t.Errorf("the refused New left %d informers in the manager", len(infs))
 	}
 }

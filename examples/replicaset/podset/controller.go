@@ -65,6 +65,16 @@ type Options struct {
 	// too many Pods when the cache lags. It exists only to show that race in tests;
 	// never set it.
 	UnsafeNoReadYourWrites bool
+	// Sharded makes the controller one of the replicas of m's group
+	// (manager.Config.Sharding, which m must have): its PodSet cache holds only
+	// this replica's share (manager.ShardByObject), its Pod cache the Pods of
+	// those PodSets (manager.ShardByController: a Pod is placed by its
+	// controller's UID, or with Field reflector.ShardByNamespace by its
+	// namespace, so that it lands with its PodSet), and it reconciles only their
+	// keys (manager.AddSharded). By UID, the Pods without a controller all hash
+	// alike: one replica sees the orphans, and adopts them only for its own
+	// PodSets. Not with WrapPods.
+	Sharded bool
 }
 
 // Controller keeps, for every PodSet, Spec.Replicas Pods that it controls (an owner
@@ -94,6 +104,9 @@ func New(m *manager.Manager, opts Options) (_ *Controller, err error) {
 	if m == nil {
 		return nil, errors.New("podset: nil manager")
 	}
+	if opts.Sharded && opts.WrapPods != nil {
+		return nil, errors.New("podset: Options.Sharded and WrapPods exclude each other")
+	}
 	if opts.Workers <= 0 {
 		opts.Workers = DefaultWorkers
 	}
@@ -105,9 +118,14 @@ func New(m *manager.Manager, opts Options) (_ *Controller, err error) {
 	}
 	c := &Controller{opts: opts, kube: m.Kubernetes(), dyn: m.Dynamic().Resource(GroupVersionResource)}
 
+	shard := manager.Whole
+	if opts.Sharded {
+		shard = manager.ShardByObject
+	}
 	c.podSets, err = manager.Custom[*PodSet](m, GroupVersionKind, manager.Options[*PodSet]{
 		Namespace: opts.Namespace,
 		Transform: reflector.StripManagedFields[*PodSet],
+		Shard:     shard,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("podset: %w", err)
@@ -144,7 +162,12 @@ func New(m *manager.Manager, opts Options) (_ *Controller, err error) {
 			return nil, fmt.Errorf("podset: %w", err)
 		}
 	}
-	if err := m.Add(c.loop); err != nil {
+	if opts.Sharded {
+		err = manager.AddSharded(m, c.loop, manager.OwnsByObject(c.podSets))
+	} else {
+		err = m.Add(c.loop)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("podset: %w", err)
 	}
 	return c, nil
@@ -160,6 +183,7 @@ func loopConfig(opts Options) reconcile.Config[types.NamespacedName] {
 		Logger:       opts.Logger,
 		Metrics:      opts.Metrics,
 		QueueMetrics: opts.QueueMetrics,
+		Restrictable: opts.Sharded,
 	}
 	if opts.UnsafeNoReadYourWrites {
 		cfg.CacheWaitTimeout = -1
@@ -173,10 +197,15 @@ func loopConfig(opts Options) reconcile.Config[types.NamespacedName] {
 func (c *Controller) podInformer(m *manager.Manager) (*informer.Informer[*corev1.Pod], error) {
 	indexers := indexer.Indexers[*corev1.Pod]{byController: controllerIndex}
 	if c.opts.WrapPods == nil {
+		shard := manager.Whole
+		if c.opts.Sharded {
+			shard = manager.ShardByController
+		}
 		pods, err := manager.Typed[*corev1.Pod](m, manager.Options[*corev1.Pod]{
 			Namespace: c.opts.Namespace,
 			Transform: reflector.StripManagedFields[*corev1.Pod],
 			Indexers:  indexers,
+			Shard:     shard,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("podset: %w", err)

@@ -150,3 +150,44 @@ func TestNewErrors(t *testing.T) {
 		t.Errorf("a failed New left %v in the manager", got)
 	}
 }
+
+// TestNewSharded: with Options.Sharded the PodSet cache holds this replica's shard
+// by UID and the Pod cache the Pods its PodSets control (both empty until the group
+// grants slots), and the loop is restrictable; Sharded excludes WrapPods, and a
+// manager without Config.Sharding refuses, keeping no informer.
+func TestNewSharded(t *testing.T) {
+	rc := discoverytest.Serve(t, served...)
+	m, err := manager.New(manager.Config{RESTConfig: rc, Sharding: &manager.Sharding{Namespace: "leases", Group: "podsets", Identity: "r0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(m, Options{Namespace: "ns", Sharded: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkScopes(t, c)
+	if sh := c.podSets.Shard(); sh.Field != reflector.ShardByUID || len(sh.Ranges) != 0 {
+		t.Errorf("PodSet cache's shard %+v, want the empty shard by UID", sh)
+	}
+	if sh := c.pods.Shard(); sh.Field != reflector.ShardByControllerUID || len(sh.Ranges) != 0 {
+		t.Errorf("Pod cache's shard %+v, want the empty shard by controller UID", sh)
+	}
+	if !loopConfig(Options{Sharded: true}).Restrictable || loopConfig(Options{}).Restrictable {
+		t.Error("the loop is restrictable other than exactly with Sharded")
+	}
+	wrap := func(lw reflector.ListerWatcher[*corev1.Pod]) reflector.ListerWatcher[*corev1.Pod] { return lw }
+	if _, err := New(m, Options{Namespace: "other", Sharded: true, WrapPods: wrap}); err == nil {
+		t.Error("New with Sharded and WrapPods: no error")
+	}
+
+	unsharded, err := manager.New(manager.Config{RESTConfig: rc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(unsharded, Options{Namespace: "ns", Sharded: true}); err == nil {
+		t.Error("New with Sharded on a manager without Config.Sharding: no error")
+	}
+	if got := managerState(unsharded); len(got) != 0 {
+		t.Errorf("the refused New left %v in the manager", got)
+	}
+}

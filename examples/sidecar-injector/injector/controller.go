@@ -86,6 +86,13 @@ type Options struct {
 	// ResyncPeriod is how often every opted-in Deployment is checked again although
 	// nothing changed. 0 means DefaultResyncPeriod; negative means never.
 	ResyncPeriod time.Duration
+
+	// Sharded makes the controller one of the replicas of m's group
+	// (manager.Config.Sharding, which m must have): its Deployment cache holds
+	// only this replica's share (manager.ShardByObject) and it injects only into
+	// those (manager.AddSharded). Every replica caches the sidecar ConfigMap, and
+	// a change of it reaches each replica's own opted-in Deployments.
+	Sharded bool
 }
 
 // Controller injects the sidecar defined in a ConfigMap into the pod template of every
@@ -157,10 +164,15 @@ func New(m *manager.Manager, opts Options) (_ *Controller, err error) {
 	}
 	// A shared informer keeps the first index function of a name: the index's name
 	// carries the ConfigMap's key that its function puts in.
+	shard := manager.Whole
+	if opts.Sharded {
+		shard = manager.ShardByObject
+	}
 	c.deployments, err = manager.Typed[*appsv1.Deployment](m, manager.Options[*appsv1.Deployment]{
 		Namespace: opts.Namespace,
 		Transform: reflector.StripManagedFields[*appsv1.Deployment],
 		Indexers:  indexer.Indexers[*appsv1.Deployment]{c.configIndexName(): c.configIndex},
+		Shard:     shard,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("injector: %w", err)
@@ -190,6 +202,7 @@ func New(m *manager.Manager, opts Options) (_ *Controller, err error) {
 		Logger:       c.log,
 		Metrics:      opts.Metrics,
 		QueueMetrics: opts.QueueMetrics,
+		Restrictable: opts.Sharded,
 	})
 	// A Deployment is looked at when its annotations change (opting in or out, the
 	// record) or its spec does (someone removed an injected container); status
@@ -203,7 +216,12 @@ func New(m *manager.Manager, opts Options) (_ *Controller, err error) {
 	if err := c.ctl.Watch(reconcile.FromInformer(c.configMaps, c.optedInDeployments)); err != nil {
 		return nil, fmt.Errorf("injector: %w", err)
 	}
-	if err := m.Add(c.ctl); err != nil {
+	if opts.Sharded {
+		err = manager.AddSharded(m, c.ctl, manager.OwnsByObject(c.deployments))
+	} else {
+		err = m.Add(c.ctl)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("injector: %w", err)
 	}
 	return c, nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ctrlkit/ctrlkit/examples/internal/discoverytest"
 	"github.com/ctrlkit/ctrlkit/manager"
+	"github.com/ctrlkit/ctrlkit/reflector"
 )
 
 // TestNewShares: two injectors of one namespace, each with its own ConfigMap, share
@@ -63,5 +64,40 @@ func TestNewShares(t *testing.T) {
 		if diff := cmp.Diff(web, c.optedInDeployments(cm)); diff != "" {
 			t.Errorf("ConfigMap %s maps to (-want +got):\n%s", c.cmName, diff)
 		}
+	}
+}
+
+// TestNewSharded: with Options.Sharded the Deployment cache holds this replica's
+// shard (empty until the group grants it slots) and the ConfigMap cache all of its
+// one object; a manager without Config.Sharding refuses, and keeps no informer.
+func TestNewSharded(t *testing.T) {
+	served := discoverytest.Serve(t,
+		discoverytest.Resource{GVK: schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, Plural: "deployments", Namespaced: true},
+		discoverytest.Resource{GVK: schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, Plural: "configmaps", Namespaced: true},
+	)
+	m, err := manager.New(manager.Config{RESTConfig: served, Sharding: &manager.Sharding{Namespace: "leases", Group: "injectors", Identity: "r0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(m, Options{Namespace: "apps", Sharded: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sh := c.deployments.Shard(); sh.Field != reflector.ShardByUID || len(sh.Ranges) != 0 {
+		t.Errorf("Deployment cache's shard %+v, want the empty shard by UID", sh)
+	}
+	if sh := c.configMaps.Shard(); !sh.IsZero() {
+		t.Errorf("ConfigMap cache's shard %+v, want none", sh)
+	}
+
+	unsharded, err := manager.New(manager.Config{RESTConfig: served})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(unsharded, Options{Namespace: "apps", Sharded: true}); err == nil {
+		t.Error("New with Sharded on a manager without Config.Sharding: no error")
+	}
+	if infs := unsharded.Informers(); len(infs) != 0 {
+		t.Errorf("the refused New left %d informers in the manager", len(infs))
 	}
 }
