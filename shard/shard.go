@@ -168,11 +168,9 @@ func (m *Member) Status() Status {
 // at once. It returns nil after a clean stop.
 func (m *Member) Run(ctx context.Context) error {
 	watchCtx, stopWatch := context.WithCancel(ctx)
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		m.deadline(watchCtx)
-	}()
+	var watched sync.WaitGroup
+	watched.Go(func() { m.deadline(watchCtx) })
+	watched.Go(func() { m.keepAlive(watchCtx) })
 	tick := time.NewTicker(m.cfg.RenewPeriod)
 	defer tick.Stop()
 	for {
@@ -182,11 +180,62 @@ func (m *Member) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			stopWatch()
-			<-watched
+			watched.Wait()
 			return m.leave()
 		case <-tick.C:
 		}
 	}
+}
+
+// keepAlive renews the Lease, as it stands, whenever no round has for a
+// RenewPeriod: a round may wait long in Revoke or Grant (a drain), and the
+// member is alive meanwhile. Renewing keeps what the Lease names: slots this
+// member holds, or, after a drop, slots it no longer works on, which the
+// others then wait for (safe) until the next round writes.
+func (m *Member) keepAlive(ctx context.Context) {
+	tick := time.NewTicker(m.cfg.RenewPeriod / 2)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		m.mu.Lock()
+		due := !m.renewed.IsZero() && time.Since(m.renewed) >= m.cfg.RenewPeriod
+		m.mu.Unlock()
+		if !due {
+			continue
+		}
+		if stamp, err := m.touch(ctx); err == nil {
+			m.mu.Lock()
+			if stamp.After(m.renewed) {
+				m.renewed = stamp
+			}
+			m.mu.Unlock()
+		}
+	}
+}
+
+// touch sets the Lease's renewTime, and nothing else.
+func (m *Member) touch(ctx context.Context) (time.Time, error) {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.RenewPeriod)
+	defer cancel()
+	leases := m.cfg.Client.CoordinationV1().Leases(m.cfg.Namespace)
+	cur, err := leases.Get(ctx, m.name, metav1.GetOptions{})
+	if err != nil {
+		return time.Time{}, err
+	}
+	stamp := time.Now().Truncate(time.Microsecond)
+	if cur.Spec.HolderIdentity == nil || *cur.Spec.HolderIdentity != m.cfg.Identity {
+		return time.Time{}, errors.New("shard: the Lease names another holder")
+	}
+	now := metav1.NewMicroTime(stamp)
+	cur.Spec.RenewTime = &now
+	if _, err := leases.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		return time.Time{}, err
+	}
+	return stamp, nil
 }
 
 // deadline drops every slot once RenewDeadline has passed since the last

@@ -12,9 +12,10 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 
 	"github.com/ctrlkit/ctrlkit/reflector"
 )
@@ -258,15 +259,9 @@ func TestCallbackPanics(t *testing.T) {
 // round that then returns neither holds nor grants what it decided.
 func TestDeadlineWhileARoundHangs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		client := fake.NewClientset()
 		var hang atomic.Bool
 		release := make(chan struct{})
-		client.PrependReactor("get", "leases", func(k8stesting.Action) (bool, k8sruntime.Object, error) {
-			if hang.Load() {
-				<-release
-			}
-			return false, nil, nil
-		})
+		client := &hangingLeases{Clientset: fake.NewClientset(), hang: &hang, release: release}
 		var mu sync.Mutex
 		var revokedAt time.Time
 		var held reflector.Shard
@@ -332,4 +327,38 @@ func TestDeadlineWhileARoundHangs(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// hangingLeases is a clientset whose Lease Gets never answer while hang is
+// set, until release is closed (outside the fake's lock, which its reactors
+// hold).
+type hangingLeases struct {
+	*fake.Clientset
+	hang    *atomic.Bool
+	release chan struct{}
+}
+
+func (h *hangingLeases) CoordinationV1() coordinationv1client.CoordinationV1Interface {
+	return hangingCoordination{h.Clientset.CoordinationV1(), h}
+}
+
+type hangingCoordination struct {
+	coordinationv1client.CoordinationV1Interface
+	h *hangingLeases
+}
+
+func (c hangingCoordination) Leases(ns string) coordinationv1client.LeaseInterface {
+	return hangingLeaseClient{c.CoordinationV1Interface.Leases(ns), c.h}
+}
+
+type hangingLeaseClient struct {
+	coordinationv1client.LeaseInterface
+	h *hangingLeases
+}
+
+func (c hangingLeaseClient) Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error) {
+	if c.h.hang.Load() {
+		<-c.h.release
+	}
+	return c.LeaseInterface.Get(ctx, name, opts)
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -245,14 +246,14 @@ func (l *procLedger) held(id string) int {
 func (l *procLedger) settled(live []string, quiet time.Duration) (bool, string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	unowned := 0
+	var unowned []string
 	for s := range slots {
 		if len(l.holders[s]) != 1 {
-			unowned++
+			unowned = append(unowned, fmt.Sprintf("%d: %v", s, slices.Sorted(maps.Keys(l.holders[s]))))
 		}
 	}
-	if unowned > 0 {
-		return false, fmt.Sprintf("%d slots without exactly one holder", unowned)
+	if len(unowned) > 0 {
+		return false, fmt.Sprintf("%d slots without exactly one holder (slot: holders) %v; members seen: %v", len(unowned), unowned, l.members)
 	}
 	want := slices.Clone(live)
 	slices.Sort(want)
