@@ -110,6 +110,10 @@ type Member struct {
 	// cb serializes the Revoke and Grant callbacks (a round's and the
 	// deadline's), so that no Grant runs after a Revoke that dropped it.
 	cb sync.Mutex
+	// lease (capacity 1) serializes this member's writes of its Lease: a
+	// round's write and the keep-alive's would otherwise conflict, the
+	// round losing.
+	lease chan struct{}
 	// Slots taken (Grant) and given up (Revoke) since New: the hand-offs.
 	granted, revoked int64
 }
@@ -143,7 +147,7 @@ func New(cfg Config) (*Member, error) {
 	if cfg.RenewDeadline >= cfg.LeaseDuration || cfg.RenewPeriod >= cfg.RenewDeadline {
 		return nil, errors.New("shard: want RenewPeriod < RenewDeadline < LeaseDuration")
 	}
-	return &Member{cfg: cfg, name: cfg.Group + "-" + cfg.Identity, held: map[int]bool{}, claimed: map[int]bool{}}, nil
+	return &Member{cfg: cfg, name: cfg.Group + "-" + cfg.Identity, held: map[int]bool{}, claimed: map[int]bool{}, lease: make(chan struct{}, 1)}, nil
 }
 
 // Status is a snapshot of a member.
@@ -219,6 +223,12 @@ func (m *Member) keepAlive(ctx context.Context) {
 
 // touch sets the Lease's renewTime, and nothing else.
 func (m *Member) touch(ctx context.Context) (time.Time, error) {
+	select {
+	case m.lease <- struct{}{}:
+		defer func() { <-m.lease }()
+	default:
+		return time.Time{}, errors.New("shard: a round is writing the Lease") // that renews it
+	}
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.RenewPeriod)
 	defer cancel()
 	leases := m.cfg.Client.CoordinationV1().Leases(m.cfg.Namespace)
@@ -477,6 +487,8 @@ func (m *Member) read(ctx context.Context) ([]lease, error) {
 
 // write renews this member's Lease with its claims and holds.
 func (m *Member) write(ctx context.Context, claimed, held map[int]bool) (renewed time.Time, err error) {
+	m.lease <- struct{}{}
+	defer func() { <-m.lease }()
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.RenewPeriod)
 	defer cancel()
 	leases := m.cfg.Client.CoordinationV1().Leases(m.cfg.Namespace)
