@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"runtime/debug"
+	"slices"
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -342,8 +343,18 @@ func (s *informerSource[T, K]) onUpdate(old, obj T) {
 	if !s.pass(Event[T]{Type: Update, Old: old, Obj: obj}) {
 		return
 	}
-	s.send(old, Live)
-	s.send(obj, Live)
+	// The old state's keys first (an object that moved from one owner to
+	// another concerns both), but a key of both states once: enqueued twice,
+	// a key taken by an idle worker in between would be reconciled twice.
+	keys := s.mapper(obj)
+	for _, k := range s.mapper(old) {
+		if !slices.Contains(keys, k) {
+			s.enqueue(k, Live)
+		}
+	}
+	for _, k := range keys {
+		s.enqueue(k, Live)
+	}
 }
 
 func (s *informerSource[T, K]) onDelete(d informer.Deleted[T]) {

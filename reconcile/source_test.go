@@ -195,6 +195,9 @@ func TestInformerSourceEvents(t *testing.T) {
 		{"owner change reaches old and new owner", func() {
 			h.handler.OnUpdate(a1, configMap("ns", "a", d2, func(c *corev1.ConfigMap) { c.Generation = 2 }))
 		}, []enqueued{{nn("ns", "d1"), Live}, {nn("ns", "d2"), Live}}},
+		{"an update within one owner enqueues it once", func() {
+			h.handler.OnUpdate(a1, configMap("ns", "a", d1, func(c *corev1.ConfigMap) { c.Generation = 3 }))
+		}, []enqueued{{nn("ns", "d1"), Live}}},
 		{"informer resync at background, unfiltered", func() { h.handler.OnUpdate(a1, a1) }, []enqueued{{nn("ns", "d1"), Background}}},
 		{"delete seen late still maps", func() {
 			h.handler.OnDelete(informer.Deleted[cm]{Key: "ns/a", Obj: a1, FinalStateUnknown: true})
