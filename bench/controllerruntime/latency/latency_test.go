@@ -71,7 +71,7 @@ var sides = []side{
 // round per call, so -count N prints N lines per side and rate, the rounds in
 // the order they ran. Run it with -benchtime 1x. ns/op means nothing here.
 // Metrics: lat-p50-ms, lat-p99-ms (send of a write to the first reconcile that
-// saw it or a newer version; a write never covered counts as infinite), writes/s
+// saw it or a newer version; a write never covered counts as 1e9 ms), writes/s
 // (successful writes of the window per second), recon/s, event-p50-ms and
 // event-p99-ms (a write's send → its watch event reaching an informer handler:
 // the server's part and the informer's), handler-p50-ms and
@@ -80,6 +80,20 @@ var sides = []side{
 // server's answer time, inside every latency on both sides), lag-ms (last write
 // sent → every key's last write reconciled), caught-up (1 or 0).
 func BenchmarkE2ELatency(b *testing.B) {
+	benchLatency(b, false)
+}
+
+// BenchmarkE2ELatencyPaired is BenchmarkE2ELatency with both controllers
+// running at once, in the same process, on the same writes: each round is one
+// run, and each side's figures come from the same server conditions, which
+// takes the load of a shared machine out of the comparison (the two
+// controllers share the process's CPU instead). Sub-benchmarks are named as
+// BenchmarkE2ELatency's; writes/s and write-p50-ms are the same for both.
+func BenchmarkE2ELatencyPaired(b *testing.B) {
+	benchLatency(b, true)
+}
+
+func benchLatency(b *testing.B, paired bool) {
 	rounds := 1
 	if f := flag.Lookup("test.count"); f != nil {
 		if n, err := strconv.Atoi(f.Value.String()); err == nil && n > 0 {
@@ -126,27 +140,34 @@ func BenchmarkE2ELatency(b *testing.B) {
 		clients[i] = kubernetes.NewForConfigOrDie(cfg)
 	}
 
+	nameOf := func(s side, rate int) string { return fmt.Sprintf("%s/rate=%d", s.name, rate) }
 	results := map[string][]Result{}
 	for _, rate := range rates {
 		for r := range rounds {
-			order := sides
-			if r%2 == 1 {
-				order = []side{sides[1], sides[0]}
+			runs := [][]side{sides}
+			if !paired {
+				runs = [][]side{{sides[0]}, {sides[1]}}
+				if r%2 == 1 {
+					runs[0], runs[1] = runs[1], runs[0]
+				}
 			}
-			for _, s := range order {
+			for _, run := range runs {
 				load := loadavg()
-				res := runOnce(ctx, b, s, ns, clients, rate, win, uint64(r+1))
-				name := fmt.Sprintf("%s/rate=%d", s.name, rate)
-				results[name] = append(results[name], res)
-				b.Logf("round %d %s: writes/s %.0f of %d, lat p50 %v p99 %v max %v, send→event p50 %v p99 %v, event→reconcile p50 %v p99 %v, write p50 %v, recon/s %.0f, lag %v, caught up %v, uncovered %d; load %s",
-					r+1, name, res.WriteRate, rate, ms(res.P50), ms(res.P99), ms(res.Max), ms(res.EventP50), ms(res.EventP99), ms(res.HandlerP50), ms(res.HandlerP99), ms(res.WriteP50),
-					res.ReconcileRate, res.Lag.Round(time.Millisecond), res.CaughtUp, res.Uncovered, load)
+				res := runOnce(ctx, b, run, ns, clients, rate, win, uint64(r+1))
+				for i, s := range run {
+					name := nameOf(s, rate)
+					results[name] = append(results[name], res[i])
+					b.Logf("round %d %s: writes/s %.0f of %d, lat p50 %v p99 %v max %v, send→event p50 %v p99 %v, event→reconcile p50 %v p99 %v, write p50 %v, recon/s %.0f, lag %v, caught up %v, uncovered %d; load %s",
+						r+1, name, res[i].WriteRate, rate, ms(res[i].P50), ms(res[i].P99), ms(res[i].Max), ms(res[i].EventP50), ms(res[i].EventP99),
+						ms(res[i].HandlerP50), ms(res[i].HandlerP99), ms(res[i].WriteP50),
+						res[i].ReconcileRate, res[i].Lag.Round(time.Millisecond), res[i].CaughtUp, res[i].Uncovered, load)
+				}
 			}
 		}
 	}
 	for _, rate := range rates {
 		for _, s := range sides {
-			name := fmt.Sprintf("%s/rate=%d", s.name, rate)
+			name := nameOf(s, rate)
 			next := 0
 			b.Run(name, func(b *testing.B) {
 				rs := results[name]
@@ -172,22 +193,28 @@ func BenchmarkE2ELatency(b *testing.B) {
 	}
 }
 
-// runOnce measures one side at one rate: a fresh manager, warm (every key
-// reconciled once), then warm-up, window and catch-up.
-func runOnce(ctx context.Context, b *testing.B, s side, ns string, clients []kubernetes.Interface, rate int, win time.Duration, seed uint64) Result {
+// runOnce measures the controllers of run, all at once, at one rate: a fresh
+// manager each, warm (every key reconciled once), then warm-up, window and
+// catch-up. It returns one Result per side, in order.
+func runOnce(ctx context.Context, b *testing.B, run []side, ns string, clients []kubernetes.Interface, rate int, win time.Duration, seed uint64) []Result {
 	b.Helper()
-	rec := NewRecorder(numKeys)
-	stop, err := s.start(ctx, env.Config(), Config{Namespace: ns, Workers: workers, Recorder: rec})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		if err := stop(); err != nil {
-			b.Errorf("%s: %v", s.name, err)
+	recs := make([]*Recorder, len(run))
+	for i, s := range run {
+		recs[i] = NewRecorder(numKeys)
+		stop, err := s.start(ctx, env.Config(), Config{Namespace: ns, Workers: workers, Recorder: recs[i]})
+		if err != nil {
+			b.Fatal(err)
 		}
-	}()
-	if !poll(ctx, time.Minute, func() bool { return rec.Distinct() == numKeys }) {
-		b.Fatalf("%s: %d of %d keys reconciled after a minute", s.name, rec.Distinct(), numKeys)
+		defer func() {
+			if err := stop(); err != nil {
+				b.Errorf("%s: %v", s.name, err)
+			}
+		}()
+	}
+	for i, s := range run {
+		if !poll(ctx, time.Minute, func() bool { return recs[i].Distinct() == numKeys }) {
+			b.Fatalf("%s: %d of %d keys reconciled after a minute", s.name, recs[i].Distinct(), numKeys)
+		}
 	}
 	w := &Writer{Clients: clients, Namespace: ns, Keys: numKeys, Rate: float64(rate), Workers: writerWorkers, Seed: seed}
 	from := Now() + warmup
@@ -197,14 +224,21 @@ func runOnce(ctx context.Context, b *testing.B, s side, ns string, clients []kub
 	}
 	to := from + win
 	if st.Errors > 0 {
-		b.Logf("%s: %d writes failed, the first: %v", s.name, st.Errors, st.FirstErr)
+		b.Logf("%d writes failed, the first: %v", st.Errors, st.FirstErr)
 	}
 	if st.Skipped > 0 {
-		b.Logf("%s: %d of %d writes due were skipped, all %d writers busy", s.name, st.Skipped, st.Due, writerWorkers)
+		b.Logf("%d of %d writes due were skipped, all %d writers busy", st.Skipped, st.Due, writerWorkers)
 	}
 	last := LastRVs(writes, numKeys)
-	poll(ctx, catchUpLimit, func() bool { return rec.Covers(last) })
-	return Analyze(writes, rec.Observations(), rec.Arrivals(), numKeys, from, to)
+	deadline := time.Now().Add(catchUpLimit)
+	res := make([]Result, len(run))
+	for i := range run {
+		poll(ctx, time.Until(deadline), func() bool { return recs[i].Covers(last) })
+	}
+	for i := range run {
+		res[i] = Analyze(writes, recs[i].Observations(), recs[i].Arrivals(), numKeys, from, to)
+	}
+	return res
 }
 
 // poll reports whether cond became true within limit, checking every 2 ms.
