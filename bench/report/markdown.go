@@ -333,9 +333,10 @@ func writeCommands(sb *strings.Builder, short bool) {
 		"binaries once and runs them with the equivalent -test.* flags, in the package directory). " +
 		"A phase runs in rounds: each round is a new process running every benchmark of the phase once " +
 		"(-count 1), ctrlkit and the baseline back to back, so that a change of the machine's load hits " +
-		"both sides alike; only the server phase runs its rounds with -count in one process, since it " +
-		"starts and fills the control plane once. " +
-		"The server phase needs the control plane (`make controlplane`, CTRLKIT_CONTROLPLANE_BIN); " +
+		"both sides alike; the server, shard and latency phases run their rounds with -count in one process, " +
+		"since they start and fill the control plane once (latency alternates ctrlkit and controller-runtime " +
+		"round by round inside the process). " +
+		"Those phases need the control plane (`make controlplane`, CTRLKIT_CONTROLPLANE_BIN); " +
 		"resync and server write their time series when CTRLKIT_BENCH_SERIES names a directory.\n\n")
 	phases, profiles := suite(short)
 	shortFlag := ""
@@ -349,6 +350,8 @@ func writeCommands(sb *strings.Builder, short bool) {
 			tags = " -tags e2e"
 		case binCR:
 			cd, dir = "cd bench/controllerruntime && ", "."
+		case binCRLatency:
+			cd, dir, tags = "cd bench/controllerruntime && ", "./latency/", " -tags e2e"
 		}
 		count, times := 1, fmt.Sprintf(", %d round(s)", p.rounds)
 		if p.inProcess {

@@ -360,15 +360,19 @@ func TestSuite(t *testing.T) {
 		names := map[string]bool{}
 		for _, p := range phases {
 			names[p.name] = true
-			if p.rounds != wantRounds {
-				t.Errorf("short=%v: phase %s has %d rounds, want %d", short, p.name, p.rounds, wantRounds)
+			want := wantRounds
+			if p.name == "latency" && !short {
+				want = latencyRounds
+			}
+			if p.rounds != want {
+				t.Errorf("short=%v: phase %s has %d rounds, want %d", short, p.name, p.rounds, want)
 			}
 			// The phases against real control planes fill them once per process.
-			if p.inProcess != (p.name == "server" || p.name == "shard") {
+			if p.inProcess != (p.name == "server" || p.name == "shard" || p.name == "latency") {
 				t.Errorf("short=%v: phase %s inProcess=%v", short, p.name, p.inProcess)
 			}
 		}
-		for _, n := range []string{"workqueue", "indexer", "deltafifo", "informer", "reconcile", "resync", "controllerruntime", "server", "shard"} {
+		for _, n := range []string{"workqueue", "indexer", "deltafifo", "informer", "reconcile", "resync", "controllerruntime", "server", "shard", "latency"} {
 			if !names[n] {
 				t.Errorf("short=%v: no phase %s", short, n)
 			}

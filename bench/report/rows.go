@@ -1,12 +1,44 @@
 package main
 
+import "fmt"
+
 // The ratio table: which case, which unit, which baseline and which target, as the
 // package issues state them (issue 3: workqueue, issue 4: indexer and deltafifo,
 // issue 5: informer). A time ratio ctrlkit/client-go of at most 0.5 is "at least
 // 2× client-go's throughput".
 
 // rows lists the table's lines in display order.
-var rows = []row{
+var rows = append(baseRows, latencyRows(100, 1000, 5000)...)
+
+// latencyRows are the end-to-end rows of issue 19 for each target write rate:
+// ctrlkit's manager against controller-runtime's on the real server
+// (bench/controllerruntime/latency). Only the latencies carry a target, and a
+// modest one: the writes, the server and the controller share 2 cores, so the
+// server bounds the write rate and most of the latency.
+func latencyRows(rates ...int) []row {
+	var rs []row
+	atMost := target{kind: ratioMax, value: 1, text: "≤ controller-runtime (ratio ≤ 1)"}
+	for _, r := range rates {
+		c := caseKey(fmt.Sprintf("CRE2ELatency/rate=%d", r))
+		pc := caseKey(fmt.Sprintf("CRE2ELatencyPaired/rate=%d", r))
+		at := fmt.Sprintf("real server, %d writes/s asked", r)
+		rs = append(rs,
+			row{area: "end to end", title: at + ", one controller at a time: change-to-reconcile latency p50 (write sent → first reconcile that saw it)", c: c, base: "controller-runtime", unit: "lat-p50-ms", target: atMost},
+			row{area: "end to end", title: at + ": change-to-reconcile latency p99", c: c, base: "controller-runtime", unit: "lat-p99-ms", target: atMost},
+			row{area: "end to end", title: at + ": write rate achieved (the server saturates on 2 cores)", c: c, base: "controller-runtime", unit: "writes/s", better: higherBetter},
+			row{area: "end to end", title: at + ": watch event at the informer → reconcile, p99 (the controller's own part)", c: c, base: "controller-runtime", unit: "handler-p99-ms"},
+			row{area: "end to end", title: at + ": reconciles per second", c: c, base: "controller-runtime", unit: "recon/s"},
+			row{area: "end to end", title: at + ": lag, last write sent → every key's last write reconciled", c: c, base: "controller-runtime", unit: "lag-ms"},
+			row{area: "end to end", title: at + ", both controllers at once on the same writes: change-to-reconcile latency p50", c: pc, base: "controller-runtime", unit: "lat-p50-ms", target: atMost},
+			row{area: "end to end", title: at + ", both at once: change-to-reconcile latency p99", c: pc, base: "controller-runtime", unit: "lat-p99-ms", target: atMost},
+			row{area: "end to end", title: at + ", both at once: watch event at the informer → reconcile, p99", c: pc, base: "controller-runtime", unit: "handler-p99-ms"},
+		)
+	}
+	return rs
+}
+
+// baseRows are the rows of the in-process benchmarks and the server phases.
+var baseRows = []row{
 	// workqueue
 	{area: "workqueue", title: "Add/Get/Done 4 producers × 4 workers × 1k keys", c: "WorkqueueAddGetDone/p4w4k1000", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× throughput (ratio ≤ 0.50)"}},
 	{area: "workqueue", title: "Add/Get/Done 4×4×1k", c: "WorkqueueAddGetDone/p4w4k1000", unit: "allocs/op", target: target{kind: absMax, value: 0, text: "0 allocs/op"}},

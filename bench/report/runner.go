@@ -12,13 +12,14 @@ import (
 	"time"
 )
 
-// binKind names one of the three test binaries the suite runs.
+// binKind names one of the test binaries the suite runs.
 type binKind int
 
 const (
-	binRoot binKind = iota // package bench of the root module
-	binE2E                 // the same, built with -tags e2e (BenchmarkServerInformerSync)
-	binCR                  // bench/controllerruntime, its own module
+	binRoot      binKind = iota // package bench of the root module
+	binE2E                      // the same, built with -tags e2e (BenchmarkServerInformerSync)
+	binCR                       // bench/controllerruntime, its own module
+	binCRLatency                // bench/controllerruntime/latency, built with -tags e2e
 )
 
 // invocation is one run of a test binary: which benchmarks, for how long.
@@ -103,9 +104,20 @@ func suite(short bool) ([]phase, []profileRun) {
 		{name: "shard", bin: binE2E, inProcess: true, runs: []invocation{
 			one("^BenchmarkShardScale$", "1x"),
 		}},
+		// Alternates ctrlkit and controller-runtime round by round inside the
+		// process (see BenchmarkE2ELatency), then runs both at once on the same
+		// writes (BenchmarkE2ELatencyPaired); a round of both at the three rates
+		// takes about 150 s (about 60 s short).
+		{name: "latency", bin: binCRLatency, prefix: "CR", inProcess: true, runs: []invocation{
+			one("^BenchmarkE2ELatency$", "1x"),
+			one("^BenchmarkE2ELatencyPaired$", "1x"),
+		}},
 	}
 	for i := range phases {
 		phases[i].rounds = rounds
+		if phases[i].name == "latency" && !short {
+			phases[i].rounds = latencyRounds
+		}
 	}
 	profTime := "2s"
 	if short {
@@ -118,6 +130,10 @@ func suite(short bool) ([]phase, []profileRun) {
 	return phases, profiles
 }
 
+// latencyRounds is the latency phase's -count in a full run: 3 rounds keep it
+// near 8 minutes.
+const latencyRounds = 3
+
 // runner builds the test binaries and runs phases.
 type runner struct {
 	root   string // the repository root
@@ -128,21 +144,24 @@ type runner struct {
 }
 
 func (r *runner) benchDir(b binKind) string {
-	if b == binCR {
+	switch b {
+	case binCR:
 		return filepath.Join(r.root, "bench", "controllerruntime")
+	case binCRLatency:
+		return filepath.Join(r.root, "bench", "controllerruntime", "latency")
 	}
 	return filepath.Join(r.root, "bench")
 }
 
 func (r *runner) binPath(b binKind) string {
-	return filepath.Join(r.work, [...]string{"bench.test", "bench-e2e.test", "controllerruntime.test"}[b])
+	return filepath.Join(r.work, [...]string{"bench.test", "bench-e2e.test", "controllerruntime.test", "latency-e2e.test"}[b])
 }
 
-// build compiles the three test binaries.
+// build compiles the test binaries.
 func (r *runner) build(ctx context.Context) error {
-	for _, b := range []binKind{binRoot, binE2E, binCR} {
+	for _, b := range []binKind{binRoot, binE2E, binCR, binCRLatency} {
 		args := []string{"test", "-c", "-o", r.binPath(b)}
-		if b == binE2E {
+		if b == binE2E || b == binCRLatency {
 			args = append(args, "-tags", "e2e")
 		}
 		args = append(args, ".")
