@@ -191,6 +191,19 @@ func (m *Member) Run(ctx context.Context) error {
 	}
 }
 
+// requestTimeout bounds one request to the server: a renew period, or more
+// while the deadline is further away (a slow server's answer still counts if
+// it comes before the slots must be dropped).
+func (m *Member) requestTimeout() time.Duration {
+	m.mu.Lock()
+	renewed := m.renewed
+	m.mu.Unlock()
+	if renewed.IsZero() {
+		return m.cfg.RenewPeriod
+	}
+	return max(m.cfg.RenewPeriod, time.Until(renewed.Add(m.cfg.RenewDeadline)))
+}
+
 // keepAlive renews the Lease, as it stands, whenever no round has for a
 // RenewPeriod: a round may wait long in Revoke or Grant (a drain), and the
 // member is alive meanwhile. Renewing keeps what the Lease names: slots this
@@ -229,7 +242,7 @@ func (m *Member) touch(ctx context.Context) (time.Time, error) {
 	default:
 		return time.Time{}, errors.New("shard: a round is writing the Lease") // that renews it
 	}
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.RenewPeriod)
+	ctx, cancel := context.WithTimeout(ctx, m.requestTimeout())
 	defer cancel()
 	leases := m.cfg.Client.CoordinationV1().Leases(m.cfg.Namespace)
 	cur, err := leases.Get(ctx, m.name, metav1.GetOptions{})
@@ -461,7 +474,7 @@ func (m *Member) grant(hold reflector.Shard) {
 
 // read lists the group's Leases, others than this member's.
 func (m *Member) read(ctx context.Context) ([]lease, error) {
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.RenewPeriod)
+	ctx, cancel := context.WithTimeout(ctx, m.requestTimeout())
 	defer cancel()
 	list, err := m.cfg.Client.CoordinationV1().Leases(m.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: groupLabel + "=" + m.cfg.Group})
 	if err != nil {
@@ -489,7 +502,7 @@ func (m *Member) read(ctx context.Context) ([]lease, error) {
 func (m *Member) write(ctx context.Context, claimed, held map[int]bool) (renewed time.Time, err error) {
 	m.lease <- struct{}{}
 	defer func() { <-m.lease }()
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.RenewPeriod)
+	ctx, cancel := context.WithTimeout(ctx, m.requestTimeout())
 	defer cancel()
 	leases := m.cfg.Client.CoordinationV1().Leases(m.cfg.Namespace)
 	stamp := time.Now().Truncate(time.Microsecond) // as the Lease keeps it
