@@ -19,6 +19,7 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/ctrlkit/ctrlkit/informer"
@@ -37,8 +38,9 @@ import (
 // the objects its cache already holds at that version.
 //
 // One iteration starts an informer, waits for HasSynced (ns/op and sync-ms are
-// that time), measures the live heap it holds (heap-MB: HeapAlloc after a GC,
-// minus the same before the informer was created), then forces a relist and
+// that time; B/op and allocs/op what the process allocated meanwhile), measures
+// the live heap it holds (heap-MB: HeapAlloc after a GC, minus the same before
+// the informer was created; see srvLiveHeap), then forces a relist and
 // samples the heap every millisecond until the cache holds the new list
 // (relist-peak-MB: the highest /memory/classes/heap/objects:bytes, garbage
 // included, minus the same baseline). The relist is forced by testenv's Expire:
@@ -51,8 +53,19 @@ import (
 // its own as a streaming list decodes them, managedFields stripped, held by a
 // []*corev1.ConfigMap: the floor any cache of these objects must pay.
 //
+// Two more sides measure the floor of the time (see floor_test.go): floor-stream
+// is a bare streaming list and floor-list bare paginated LIST requests (500 per
+// page), each decoding the protobuf into the objects and keeping them in a slice,
+// nothing else; their sync-ms is the time from the request to the last object
+// decoded and their heap-MB what the slice holds.
+//
 // The control plane is started and filled once per process and shared by the
 // rounds of -count; each library syncs once, unmeasured, before the first round.
+// The sides are measured in rounds (see srvRounds): the i-th iteration of any
+// side reports round i, in which every side was measured once, one after the
+// other, in an order rotated from round to round; after a relist (which restarts
+// the API server) an unmeasured streaming list warms the new server, so that
+// every measured sync follows a full list served by the same server process.
 // With -short it holds 5,000 objects. When CTRLKIT_BENCH_SERIES
 // names a directory, the heap during the first sync and relist of each round is
 // written there as heap-sync-<impl>.csv and heap-relist-<impl>.csv (every 20ms).
@@ -66,19 +79,22 @@ var srvObjects = 50000
 
 const (
 	srvNamespace = "srv-bench"
-	srvWriters   = 32
+	srvWriters   = 64
 	srvTimeout   = 90 * time.Second
 )
 
 // srvEnv is the control plane and its contents, shared by the sub-benchmarks.
 type srvEnv struct {
-	env       *testenv.Env
-	client    kubernetes.Interface
-	objectsMB float64
+	env *testenv.Env
+	// client is the clientset the informers and the floor read with; filler the
+	// one that writes the objects, without a client-side rate limit.
+	client, filler kubernetes.Interface
+	objectsMB      float64
 }
 
 // srvShared is the control plane of the first srvStart, reused by the later
-// rounds of -count and stopped by TestMain, so that the objects are written once.
+// rounds of -count and by BenchmarkServerInformerScale, and stopped by
+// TestMain, so that the objects are written once.
 var (
 	srvShared    *srvEnv
 	srvSharedErr error
@@ -124,25 +140,30 @@ func srvStartEnv() (_ *srvEnv, err error) {
 			env.Stop()
 		}
 	}()
-	client, err := kubernetes.NewForConfig(reflector.WithProtobuf(env.Config()))
+	cfg := reflector.WithProtobuf(env.Config())
+	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	s := &srvEnv{env: env, client: client}
-	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: srvNamespace}}, metav1.CreateOptions{}); err != nil {
+	fcfg := *cfg
+	fcfg.QPS = -1 // no client-side rate limit: the writers are bounded by their number
+	filler, err := kubernetes.NewForConfig(&fcfg)
+	if err != nil {
 		return nil, err
 	}
-	if err := srvFill(ctx, client); err != nil {
+	s := &srvEnv{env: env, client: client, filler: filler}
+	t0 := time.Now()
+	if err := s.fill(ctx, srvNamespace, 0, srvObjects); err != nil {
 		return nil, err
 	}
+	fmt.Fprintf(os.Stderr, "bench: %d ConfigMaps written in %v\n", srvObjects, time.Since(t0).Round(time.Millisecond))
 	if s.objectsMB, err = srvObjectsMB(ctx, client); err != nil {
 		return nil, err
 	}
-	// One unmeasured sync by each library, so that the first measured one (always
-	// ctrlkit's: Go runs the sub-benchmarks in order) does not pay for the API
-	// server's cold watch cache alone.
-	for _, start := range []func(kubernetes.Interface) *srvInformer{srvStartCtrlkit, srvStartClientgo} {
-		inf := start(client)
+	// One unmeasured sync by each library, so that the first measured one does
+	// not pay for the API server's cold watch cache alone.
+	for _, start := range []srvStartFunc{srvStartCtrlkit, srvStartClientgo} {
+		inf := start(client, srvNamespace, srvObjects)
 		werr := srvWait("warm-up sync", srvTimeout, inf.hasSynced)
 		if serr := inf.stop(); werr == nil {
 			werr = serr
@@ -154,28 +175,35 @@ func srvStartEnv() (_ *srvEnv, err error) {
 	return s, nil
 }
 
-// srvFill creates srvObjects ConfigMaps with srvWriters concurrent writers.
-func srvFill(ctx context.Context, client kubernetes.Interface) error {
+// fill creates the ConfigMaps from to to (exclusive) in namespace ns, creating
+// the namespace with the first, with srvWriters concurrent writers.
+func (s *srvEnv) fill(ctx context.Context, ns string, from, to int) error {
+	if from == 0 {
+		if _, err := s.filler.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
 	var next atomic.Int64
+	next.Store(int64(from))
 	errs := make(chan error, srvWriters)
 	var wg sync.WaitGroup
 	for range srvWriters {
 		wg.Go(func() {
 			for {
 				i := next.Add(1) - 1
-				if i >= int64(srvObjects) {
+				if i >= int64(to) {
 					return
 				}
 				cm := &corev1.ConfigMap{
 					ObjectMeta: metav1.ObjectMeta{
-						Name:   fmt.Sprintf("cm-%05d", i),
+						Name:   srvName(int(i)),
 						Labels: map[string]string{"app": fmt.Sprintf("app-%d", i%7)},
 					},
 					Data: map[string]string{"key": fmt.Sprintf("value-%d", i)},
 				}
-				if _, err := client.CoreV1().ConfigMaps(srvNamespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-					errs <- fmt.Errorf("create %s: %w", cm.Name, err)
-					next.Store(int64(srvObjects)) // stop the other writers
+				if _, err := s.filler.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+					errs <- fmt.Errorf("create %s/%s: %w", ns, cm.Name, err)
+					next.Store(int64(to)) // stop the other writers
 					return
 				}
 			}
@@ -186,12 +214,27 @@ func srvFill(ctx context.Context, client kubernetes.Interface) error {
 	return <-errs
 }
 
-// srvLiveHeap returns the live heap after a full collection.
+// srvName is the name of the i-th ConfigMap of a namespace.
+func srvName(i int) string { return fmt.Sprintf("cm-%06d", i) }
+
+func srvKey(ns string, i int) string { return ns + "/" + srvName(i) }
+
+// srvLiveHeap returns the live heap after two full collections: the second
+// frees what the first left in sync.Pool's victim caches (the HTTP/2 data buffers
+// of the last responses, a few MB), which no side holds.
 func srvLiveHeap() uint64 {
+	runtime.GC()
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc
+}
+
+// srvAllocs returns the bytes and objects the process has allocated so far.
+func srvAllocs() (bytes, objects uint64) {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.TotalAlloc, ms.Mallocs
 }
 
 func srvMB(after, before uint64) float64 {
@@ -268,8 +311,11 @@ type srvInformer struct {
 	stop  func() error
 }
 
-func srvStartCtrlkit(client kubernetes.Interface) *srvInformer {
-	lw := reflector.FromREST[*corev1.ConfigMap](client.CoreV1().RESTClient(), "configmaps", srvNamespace)
+// srvStartFunc starts an informer of the n ConfigMaps of namespace ns.
+type srvStartFunc func(client kubernetes.Interface, ns string, n int) *srvInformer
+
+func srvStartCtrlkit(client kubernetes.Interface, ns string, _ int) *srvInformer {
+	lw := reflector.FromREST[*corev1.ConfigMap](client.CoreV1().RESTClient(), "configmaps", ns)
 	inf := informer.New(lw, informer.Config[*corev1.ConfigMap]{
 		Transform: reflector.StripManagedFields[*corev1.ConfigMap],
 	})
@@ -305,8 +351,8 @@ func srvStartCtrlkit(client kubernetes.Interface) *srvInformer {
 	}
 }
 
-func srvStartClientgo(client kubernetes.Interface) *srvInformer {
-	cms := client.CoreV1().ConfigMaps(srvNamespace)
+func srvStartClientgo(client kubernetes.Interface, ns string, n int) *srvInformer {
+	cms := client.CoreV1().ConfigMaps(ns)
 	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (k8sruntime.Object, error) {
 			return cms.List(ctx, opts)
@@ -332,8 +378,8 @@ func srvStartClientgo(client kubernetes.Interface) *srvInformer {
 
 	// client-go says nothing when a relist has been applied. Every relisted object
 	// is a new instance, and the FIFO applies them in the list's order: the relist
-	// is applied once srvObjects objects went through the transform and a sample
-	// of keys, the first and last names among them, hold new instances.
+	// is applied once n objects went through the transform and a sample of keys,
+	// the first and last names among them, hold new instances.
 	var (
 		transformedBefore int64
 		probe             []string
@@ -344,9 +390,9 @@ func srvStartClientgo(client kubernetes.Interface) *srvInformer {
 		len:       func() int { return len(inf.GetStore().ListKeys()) },
 		relistMark: func() {
 			transformedBefore = transformed.Load()
-			probe = []string{srvKey(0), srvKey(srvObjects - 1)}
+			probe = []string{srvKey(ns, 0), srvKey(ns, n-1)}
 			for range 62 {
-				probe = append(probe, srvKey(rand.IntN(srvObjects)))
+				probe = append(probe, srvKey(ns, rand.IntN(n)))
 			}
 			old = old[:0]
 			for _, k := range probe {
@@ -355,7 +401,7 @@ func srvStartClientgo(client kubernetes.Interface) *srvInformer {
 			}
 		},
 		relisted: func() bool {
-			if transformed.Load()-transformedBefore < int64(srvObjects) {
+			if transformed.Load()-transformedBefore < int64(n) {
 				return false
 			}
 			for i, k := range probe {
@@ -376,8 +422,6 @@ func srvStartClientgo(client kubernetes.Interface) *srvInformer {
 		},
 	}
 }
-
-func srvKey(i int) string { return fmt.Sprintf("%s/cm-%05d", srvNamespace, i) }
 
 // srvWait polls cond every millisecond, the same way for both libraries, for at
 // most timeout.
@@ -410,13 +454,17 @@ func (s *srvEnv) srvRelist(ctx context.Context, inf *srvInformer) (restarts int,
 
 const srvRelistTries = 3
 
-// srvResult is what one iteration measured.
+// srvResult is what one measurement of one side found.
 type srvResult struct {
-	sync           time.Duration
+	n    int // objects listed
+	sync time.Duration
+	// allocB and allocs are what the process allocated during the sync.
+	allocB, allocs uint64
 	heapMB, peakMB float64
 	stats          string
 	// syncHeap and relistHeap are the heap (objects bytes above the baseline, in
-	// MB) every srvSeriesEvery during the sync and during the relist.
+	// MB) every srvSeriesEvery during the sync and during the relist; relistHeap
+	// is nil for a side that does not relist.
 	syncHeap, relistHeap []seriesPoint
 }
 
@@ -427,82 +475,235 @@ func srvHeapSeries(base uint64) *seriesRecorder {
 	return seriesRecord(srvSeriesEvery, func() float64 { return srvMB(seriesHeapBytes(), base) })
 }
 
-// once starts one informer, measures its sync and its relist, and stops it.
-func (s *srvEnv) once(ctx context.Context, b *testing.B, start func(kubernetes.Interface) *srvInformer) (r srvResult, err error) {
+// once starts an informer of the n ConfigMaps of ns, measures its sync and, if
+// relist is set, its relist, and stops it.
+func (s *srvEnv) once(ctx context.Context, start srvStartFunc, ns string, n int, relist, series bool) (r srvResult, err error) {
+	r.n = n
 	base := srvLiveHeap()
-	syncSeries := srvHeapSeries(base)
+	var syncSeries *seriesRecorder
+	if series {
+		syncSeries = srvHeapSeries(base)
+	}
+	b0, a0 := srvAllocs()
 	t0 := time.Now()
-	b.StartTimer()
-	inf := start(s.client)
+	inf := start(s.client, ns, n)
 	defer func() {
 		if serr := inf.stop(); serr != nil && err == nil {
 			err = serr
 		}
 	}()
-	if err := srvWait("initial sync", srvTimeout, inf.hasSynced); err != nil {
-		b.StopTimer()
-		syncSeries.Stop()
-		return r, err
-	}
-	b.StopTimer()
+	werr := srvWait("initial sync", srvTimeout, inf.hasSynced)
 	r.sync = time.Since(t0)
-	r.syncHeap = syncSeries.Stop()
+	b1, a1 := srvAllocs()
+	r.allocB, r.allocs = b1-b0, a1-a0
+	if syncSeries != nil {
+		r.syncHeap = syncSeries.Stop()
+	}
+	if werr != nil {
+		return r, werr
+	}
 	r.heapMB = srvMB(srvLiveHeap(), base)
-	if n := inf.len(); n != srvObjects {
-		return r, fmt.Errorf("cache holds %d objects after sync, want %d", n, srvObjects)
+	if got := inf.len(); got != n {
+		return r, fmt.Errorf("cache holds %d objects after sync, want %d", got, n)
+	}
+	if !relist {
+		r.stats = inf.stats()
+		return r, nil
 	}
 
 	inf.relistMark()
 	sampler := srvSample()
-	relistSeries := srvHeapSeries(base)
+	var relistSeries *seriesRecorder
+	if series {
+		relistSeries = srvHeapSeries(base)
+	}
 	restarts, err := s.srvRelist(ctx, inf)
 	time.Sleep(250 * time.Millisecond) // the tail of the relist's garbage
 	peak := sampler.peak()
-	r.relistHeap = relistSeries.Stop()
+	if relistSeries != nil {
+		r.relistHeap = relistSeries.Stop()
+	}
 	if err != nil {
 		return r, err
 	}
 	r.peakMB = srvMB(peak, base)
-	if n := inf.len(); n != srvObjects {
-		return r, fmt.Errorf("cache holds %d objects after relist, want %d", n, srvObjects)
+	if got := inf.len(); got != n {
+		return r, fmt.Errorf("cache holds %d objects after relist, want %d", got, n)
 	}
 	r.stats = fmt.Sprintf("%s; %d API server restart(s)", inf.stats(), restarts)
 	return r, nil
 }
 
-// run measures b.N iterations; the heap series of the first one are written for
-// the report's charts (see seriesEnv) under the name impl.
-func (s *srvEnv) run(b *testing.B, impl string, start func(kubernetes.Interface) *srvInformer) {
+// floorFunc is a floor list (floor_test.go).
+type floorFunc func(ctx context.Context, c rest.Interface, ns string) (floorResult, error)
+
+// floorOnce measures one floor list of the n ConfigMaps of ns: its time, what it
+// allocated and the live heap of the objects it keeps.
+func (s *srvEnv) floorOnce(ctx context.Context, list floorFunc, ns string, n int) (srvResult, error) {
+	r := srvResult{n: n}
+	base := srvLiveHeap()
+	b0, a0 := srvAllocs()
+	t0 := time.Now()
+	res, err := list(ctx, s.client.CoreV1().RESTClient(), ns)
+	r.sync = time.Since(t0)
+	b1, a1 := srvAllocs()
+	r.allocB, r.allocs = b1-b0, a1-a0
+	if err != nil {
+		return r, err
+	}
+	r.heapMB = srvMB(srvLiveHeap(), base)
+	if len(res.objs) != n {
+		return r, fmt.Errorf("floor listed %d objects, want %d", len(res.objs), n)
+	}
+	runtime.KeepAlive(res.objs)
+	r.stats = fmt.Sprintf("floor: %d objects in %d request(s) at resourceVersion %s", len(res.objs), res.requests, res.rv)
+	return r, nil
+}
+
+// srvSide is one side of a server benchmark: its sub-benchmark name (impl=…) and
+// how to measure it once.
+type srvSide struct {
+	impl    string
+	measure func(ctx context.Context) (srvResult, error)
+	// relists is set for a side whose measurement restarts the API server.
+	relists bool
+}
+
+// srvRounds measures sides in rounds. Go runs each sub-benchmark's iterations
+// (and -count repetitions) before the next sub-benchmark's, so that a change of
+// the machine's load between them would show as a difference between the sides.
+// Instead, the first time a side needs round i, every side is measured once, in
+// the order of sides rotated by i; the later sides' iterations report what was
+// measured then. A round is measured in full even when only some sides run.
+type srvRounds struct {
+	sides   []srvSide
+	results map[string][]srvResult // by impl, by round
+	taken   map[string]int         // rounds reported, by impl
+	// warm is run, unmeasured, after a side that relists.
+	warm func(ctx context.Context) error
+}
+
+func newSrvRounds(warm func(ctx context.Context) error, sides ...srvSide) *srvRounds {
+	return &srvRounds{sides: sides, results: map[string][]srvResult{}, taken: map[string]int{}, warm: warm}
+}
+
+// next returns impl's result of the next round it has not reported.
+func (r *srvRounds) next(ctx context.Context, impl string) (srvResult, error) {
+	i := r.taken[impl]
+	for len(r.results[impl]) <= i {
+		if err := r.round(ctx); err != nil {
+			return srvResult{}, err
+		}
+	}
+	r.taken[impl]++
+	return r.results[impl][i], nil
+}
+
+// round measures every side once.
+func (r *srvRounds) round(ctx context.Context) error {
+	k := len(r.results[r.sides[0].impl])
+	for j := range r.sides {
+		side := r.sides[(j+k)%len(r.sides)]
+		res, err := side.measure(ctx)
+		if err != nil {
+			return fmt.Errorf("round %d, %s: %w", k+1, side.impl, err)
+		}
+		r.results[side.impl] = append(r.results[side.impl], res)
+		if side.relists && r.warm != nil {
+			if err := r.warm(ctx); err != nil {
+				return fmt.Errorf("round %d, warm-up after %s: %w", k+1, side.impl, err)
+			}
+		}
+	}
+	return nil
+}
+
+// report runs b.N iterations of impl's side, each reporting one round, and
+// reports the means. ns/op is the sync time, B/op and allocs/op what the process
+// allocated during the sync. each, if set, is called with every result.
+func (r *srvRounds) report(b *testing.B, impl string, objectsMB float64, each func(srvResult)) {
+	b.StopTimer()
 	ctx := context.Background()
 	var sum srvResult
-	b.StopTimer()
-	for i := range b.N {
-		r, err := s.once(ctx, b, start)
+	for range b.N {
+		res, err := r.next(ctx, impl)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if i == 0 {
-			b.Log(r.stats)
-			seriesWrite(b, "heap-sync", impl, "heap_mb", r.syncHeap)
-			seriesWrite(b, "heap-relist", impl, "heap_mb", r.relistHeap)
+		if each != nil {
+			each(res)
 		}
-		sum.sync += r.sync
-		sum.heapMB += r.heapMB
-		sum.peakMB += r.peakMB
+		sum.n = res.n
+		sum.sync += res.sync
+		sum.allocB += res.allocB
+		sum.allocs += res.allocs
+		sum.heapMB += res.heapMB
+		sum.peakMB += res.peakMB
 	}
 	n := float64(b.N)
+	b.ReportMetric(float64(sum.sync.Nanoseconds())/n, "ns/op")
+	b.ReportMetric(float64(sum.allocB)/n, "B/op")
+	b.ReportMetric(float64(sum.allocs)/n, "allocs/op")
 	b.ReportMetric(float64(sum.sync.Milliseconds())/n, "sync-ms")
 	b.ReportMetric(sum.heapMB/n, "heap-MB")
-	b.ReportMetric(sum.peakMB/n, "relist-peak-MB")
-	b.ReportMetric(s.objectsMB, "objects-MB")
+	if sum.peakMB != 0 {
+		b.ReportMetric(sum.peakMB/n, "relist-peak-MB")
+	}
+	if objectsMB != 0 {
+		b.ReportMetric(objectsMB, "objects-MB")
+	}
+	if sum.n > 0 {
+		b.ReportMetric(float64(sum.sync.Nanoseconds())/n/float64(sum.n), "ns/object")
+		b.ReportMetric(sum.heapMB/n*(1<<20)/float64(sum.n), "B/object")
+	}
 }
+
+// srvSyncRounds are the rounds of BenchmarkServerInformerSync, shared by its
+// sub-benchmarks and by the repetitions of -count.
+var srvSyncRounds *srvRounds
 
 // BenchmarkServerInformerSync: initial sync of srvObjects ConfigMaps from a real
 // API server, heap after sync and peak heap during a forced relist, ctrlkit
-// against client-go's SharedIndexInformer. One op is one informer started and
-// synced.
+// against client-go's SharedIndexInformer, and the floor: a bare streaming list
+// and bare paginated LIST requests that decode the same objects and keep them in
+// a slice. One op is one informer started and synced, or one floor list.
 func BenchmarkServerInformerSync(b *testing.B) {
 	s := srvStart(b)
-	b.Run("impl=ctrlkit", func(b *testing.B) { s.run(b, "ctrlkit", srvStartCtrlkit) })
-	b.Run("impl=client-go", func(b *testing.B) { s.run(b, "client-go", srvStartClientgo) })
+	if srvSyncRounds == nil {
+		inf := func(start srvStartFunc) func(context.Context) (srvResult, error) {
+			return func(ctx context.Context) (srvResult, error) {
+				return s.once(ctx, start, srvNamespace, srvObjects, true, true)
+			}
+		}
+		floor := func(list floorFunc) func(context.Context) (srvResult, error) {
+			return func(ctx context.Context) (srvResult, error) { return s.floorOnce(ctx, list, srvNamespace, srvObjects) }
+		}
+		warm := func(ctx context.Context) error {
+			_, err := floorStream(ctx, s.client.CoreV1().RESTClient(), srvNamespace)
+			return err
+		}
+		srvSyncRounds = newSrvRounds(warm,
+			srvSide{impl: "ctrlkit", measure: inf(srvStartCtrlkit), relists: true},
+			srvSide{impl: "client-go", measure: inf(srvStartClientgo), relists: true},
+			srvSide{impl: "floor-stream", measure: floor(floorStream)},
+			srvSide{impl: "floor-list", measure: floor(floorList)},
+		)
+	}
+	for _, side := range srvSyncRounds.sides {
+		b.Run("impl="+side.impl, func(b *testing.B) {
+			first := true
+			srvSyncRounds.report(b, side.impl, s.objectsMB, func(r srvResult) {
+				if first {
+					first = false
+					b.Log(r.stats)
+				}
+				if r.syncHeap != nil {
+					seriesWrite(b, "heap-sync", side.impl, "heap_mb", r.syncHeap)
+				}
+				if r.relistHeap != nil {
+					seriesWrite(b, "heap-relist", side.impl, "heap_mb", r.relistHeap)
+				}
+			})
+		})
+	}
 }

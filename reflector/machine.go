@@ -276,14 +276,27 @@ func (m *machine[T]) stream(ctx context.Context, s streaming) state {
 	var buf initialEvents[T]
 	var listed, fromStore int
 	defer func() { m.countListed(listed, fromStore) }()
+	results, done := w.ResultChan(), ctx.Done()
 	for {
 		var e watch.Event
 		var ok bool
+		// As in watch: an event already waiting is taken without a blocking
+		// select, which costs several times more.
 		select {
-		case <-ctx.Done():
+		case <-done:
 			stop()
 			return nil
-		case e, ok = <-w.ResultChan():
+		default:
+		}
+		select {
+		case e, ok = <-results:
+		default:
+			select {
+			case <-done:
+				stop()
+				return nil
+			case e, ok = <-results:
+			}
 		}
 		if !ok {
 			stop()

@@ -523,12 +523,19 @@ func (l *restLW[T, E]) watch(ctx context.Context, opts metav1.ListOptions, looku
 		lw:     l,
 		body:   body,
 		keys:   keyReader[T]{lookup: lookup},
-		result: make(chan watch.Event),
+		result: make(chan watch.Event, restWatchBuffer),
 		done:   make(chan struct{}),
 	}
 	go w.run()
 	return w, nil
 }
+
+// restWatchBuffer is how many decoded events a watch's goroutine may hold
+// ahead of its reader. While a list streams in, the goroutine decodes the next
+// events as the reader stores the last ones, and neither has to wake the other
+// for every event: with one event at a time, the two goroutines' handoffs cost
+// about a quarter of the client's CPU during a streaming list.
+const restWatchBuffer = 128
 
 // restWatch is one watch stream of FromREST. Its goroutine reads and
 // decodes events until the stream ends or Stop is called, then closes the

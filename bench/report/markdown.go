@@ -51,7 +51,7 @@ func loadReport(l layout, short bool) (*report, error) {
 			return nil, fmt.Errorf("report: %s: %w", path, err)
 		}
 	}
-	rep.results = evaluateAll(rep.samples, rows)
+	rep.results = evaluateAll(rep.samples, withScaleRows(rows, scaleRows(rep.samples)))
 	seen := map[string]bool{}
 	for _, r := range rep.results {
 		for _, w := range append(r.ck.warnings, r.bs.warnings...) {
@@ -127,6 +127,7 @@ func writeReport(l layout, rep *report) error {
 
 	writeMachine(&sb, rep)
 	writeTable(&sb, rep)
+	writeScale(&sb, rep)
 
 	// Charts.
 	w("## Charts\n\n")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -386,3 +387,65 @@ func TestSuite(t *testing.T) {
 type errString string
 
 func (e errString) Error() string { return string(e) }
+
+// TestScale checks the rows and the linearity verdicts of the scale curve.
+func TestScale(t *testing.T) {
+	in := "" +
+		lines("BenchmarkServerInformerScale/objects=10000/impl=ctrlkit-2 \t 1\t %v ns/object\t 1100 B/object", 10000, 10100, 9900) +
+		lines("BenchmarkServerInformerScale/objects=200000/impl=ctrlkit-2 \t 1\t %v ns/object\t 1090 B/object", 10500, 10600, 10400) +
+		lines("BenchmarkServerInformerScale/objects=10000/impl=client-go-2 \t 1\t %v ns/object\t 1200 B/object", 20000, 20100, 19900) +
+		lines("BenchmarkServerInformerScale/objects=200000/impl=client-go-2 \t 1\t %v ns/object\t 1300 B/object", 30000, 30100, 29900) +
+		lines("BenchmarkServerInformerScale/objects=10000/impl=floor-stream-2 \t 1\t %v ns/object\t 1080 B/object", 9000, 9100, 8900)
+	s := samples{}
+	if _, err := parseBenchBytes(s, []byte(in), "scale.txt", ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := scaleSizes(s); len(got) != 2 || got[0] != 10000 || got[1] != 200000 {
+		t.Fatalf("sizes %v, want [10000 200000]", got)
+	}
+	rs := scaleRows(s)
+	if len(rs) != 8 || rs[0].c != "ServerInformerScale/objects=10000" || !strings.Contains(rs[4].title, "200k ConfigMaps") {
+		t.Fatalf("rows %+v", rs)
+	}
+	if r := evaluate(s, rs[1]); math.Abs(r.ratio-10000.0/9000) > 1e-9 {
+		t.Errorf("ratio to the floor %v, want %v", r.ratio, 10000.0/9000)
+	}
+	all := withScaleRows(rows, rs)
+	last := -1
+	for i, r := range all {
+		if r.area == "informer" {
+			last = i
+		}
+	}
+	if all[last].c != rs[len(rs)-1].c || len(all) != len(rows)+len(rs) {
+		t.Error("the scale rows are not the informer area's last")
+	}
+	verdicts := map[string]string{}
+	for _, cv := range scaleCurves(s, scaleSizes(s)) {
+		linear, ok := cv.linear()
+		verdicts[cv.impl] = fmt.Sprint(linear, ok)
+	}
+	want := map[string]string{"ctrlkit": "true true", "client-go": "false true", "floor-stream": "false false"}
+	for impl, v := range want {
+		if verdicts[impl] != v {
+			t.Errorf("%s: linear, ok = %s, want %s", impl, verdicts[impl], v)
+		}
+	}
+	rep := &report{samples: s}
+	var sb strings.Builder
+	writeScale(&sb, rep)
+	for _, want := range []string{
+		"| 10k | 10.0 | 20.0 | 9.00 | 1100 | 1200 | 1080 |",
+		"| 200k | 10.5 | 30.0 | — |",
+		"- ctrlkit: time per object 10k→200k ×1.050, heap per object ×0.991: linear (flat cost per object).",
+		"- client-go: time per object 10k→200k ×1.500, heap per object ×1.083: **not linear**.",
+		"Cost per object does not stay flat for client-go.",
+	} {
+		if !strings.Contains(sb.String(), want) {
+			t.Errorf("scale section lacks %q:\n%s", want, sb.String())
+		}
+	}
+	if countLabel(2500) != "2.5k" || countLabel(800) != "800" {
+		t.Errorf("countLabel: %q %q", countLabel(2500), countLabel(800))
+	}
+}
