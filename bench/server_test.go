@@ -458,8 +458,11 @@ const srvRelistTries = 3
 type srvResult struct {
 	n    int // objects listed
 	sync time.Duration
-	// allocB and allocs are what the process allocated during the sync.
+	// allocB and allocs are what the process allocated during the sync, and
+	// cpu the CPU time it spent (the client's alone: the API server and etcd
+	// are other processes).
 	allocB, allocs uint64
+	cpu            time.Duration
 	heapMB, peakMB float64
 	stats          string
 	// syncHeap and relistHeap are the heap (objects bytes above the baseline, in
@@ -485,6 +488,7 @@ func (s *srvEnv) once(ctx context.Context, start srvStartFunc, ns string, n int,
 		syncSeries = srvHeapSeries(base)
 	}
 	b0, a0 := srvAllocs()
+	c0 := idxCPUTime()
 	t0 := time.Now()
 	inf := start(s.client, ns, n)
 	defer func() {
@@ -494,6 +498,7 @@ func (s *srvEnv) once(ctx context.Context, start srvStartFunc, ns string, n int,
 	}()
 	werr := srvWait("initial sync", srvTimeout, inf.hasSynced)
 	r.sync = time.Since(t0)
+	r.cpu = idxCPUTime() - c0
 	b1, a1 := srvAllocs()
 	r.allocB, r.allocs = b1-b0, a1-a0
 	if syncSeries != nil {
@@ -543,9 +548,11 @@ func (s *srvEnv) floorOnce(ctx context.Context, list floorFunc, ns string, n int
 	r := srvResult{n: n}
 	base := srvLiveHeap()
 	b0, a0 := srvAllocs()
+	c0 := idxCPUTime()
 	t0 := time.Now()
 	res, err := list(ctx, s.client.CoreV1().RESTClient(), ns)
 	r.sync = time.Since(t0)
+	r.cpu = idxCPUTime() - c0
 	b1, a1 := srvAllocs()
 	r.allocB, r.allocs = b1-b0, a1-a0
 	if err != nil {
@@ -635,6 +642,7 @@ func (r *srvRounds) report(b *testing.B, impl string, objectsMB float64, each fu
 		}
 		sum.n = res.n
 		sum.sync += res.sync
+		sum.cpu += res.cpu
 		sum.allocB += res.allocB
 		sum.allocs += res.allocs
 		sum.heapMB += res.heapMB
@@ -645,6 +653,7 @@ func (r *srvRounds) report(b *testing.B, impl string, objectsMB float64, each fu
 	b.ReportMetric(float64(sum.allocB)/n, "B/op")
 	b.ReportMetric(float64(sum.allocs)/n, "allocs/op")
 	b.ReportMetric(float64(sum.sync.Milliseconds())/n, "sync-ms")
+	b.ReportMetric(float64(sum.cpu.Milliseconds())/n, "cpu-ms")
 	b.ReportMetric(sum.heapMB/n, "heap-MB")
 	if sum.peakMB != 0 {
 		b.ReportMetric(sum.peakMB/n, "relist-peak-MB")
@@ -655,6 +664,7 @@ func (r *srvRounds) report(b *testing.B, impl string, objectsMB float64, each fu
 	if sum.n > 0 {
 		b.ReportMetric(float64(sum.sync.Nanoseconds())/n/float64(sum.n), "ns/object")
 		b.ReportMetric(sum.heapMB/n*(1<<20)/float64(sum.n), "B/object")
+		b.ReportMetric(float64(sum.cpu.Nanoseconds())/n/float64(sum.n), "cpu-ns/object")
 	}
 }
 

@@ -391,11 +391,13 @@ func (e errString) Error() string { return string(e) }
 // TestScale checks the rows and the linearity verdicts of the scale curve.
 func TestScale(t *testing.T) {
 	in := "" +
-		lines("BenchmarkServerInformerScale/objects=10000/impl=ctrlkit-2 \t 1\t %v ns/object\t 1100 B/object", 10000, 10100, 9900) +
-		lines("BenchmarkServerInformerScale/objects=200000/impl=ctrlkit-2 \t 1\t %v ns/object\t 1090 B/object", 10500, 10600, 10400) +
-		lines("BenchmarkServerInformerScale/objects=10000/impl=client-go-2 \t 1\t %v ns/object\t 1200 B/object", 20000, 20100, 19900) +
-		lines("BenchmarkServerInformerScale/objects=200000/impl=client-go-2 \t 1\t %v ns/object\t 1300 B/object", 30000, 30100, 29900) +
-		lines("BenchmarkServerInformerScale/objects=10000/impl=floor-stream-2 \t 1\t %v ns/object\t 1080 B/object", 9000, 9100, 8900)
+		// ctrlkit's wall time per object doubles (the server slows down) while
+		// its client CPU per object stays flat: linear. client-go's CPU grows.
+		lines("BenchmarkServerInformerScale/objects=10000/impl=ctrlkit-2 \t 1\t %v ns/object\t 8000 cpu-ns/object\t 1100 B/object", 10000, 10100, 9900) +
+		lines("BenchmarkServerInformerScale/objects=200000/impl=ctrlkit-2 \t 1\t %v ns/object\t 8400 cpu-ns/object\t 1090 B/object", 20000, 20100, 19900) +
+		lines("BenchmarkServerInformerScale/objects=10000/impl=client-go-2 \t 1\t %v ns/object\t 10000 cpu-ns/object\t 1200 B/object", 20000, 20100, 19900) +
+		lines("BenchmarkServerInformerScale/objects=200000/impl=client-go-2 \t 1\t %v ns/object\t 15000 cpu-ns/object\t 1300 B/object", 30000, 30100, 29900) +
+		lines("BenchmarkServerInformerScale/objects=10000/impl=floor-stream-2 \t 1\t %v ns/object\t 7000 cpu-ns/object\t 1080 B/object", 9000, 9100, 8900)
 	s := samples{}
 	if _, err := parseBenchBytes(s, []byte(in), "scale.txt", ""); err != nil {
 		t.Fatal(err)
@@ -404,11 +406,14 @@ func TestScale(t *testing.T) {
 		t.Fatalf("sizes %v, want [10000 200000]", got)
 	}
 	rs := scaleRows(s)
-	if len(rs) != 8 || rs[0].c != "ServerInformerScale/objects=10000" || !strings.Contains(rs[4].title, "200k ConfigMaps") {
+	if len(rs) != 12 || rs[0].c != "ServerInformerScale/objects=10000" || !strings.Contains(rs[6].title, "200k ConfigMaps") {
 		t.Fatalf("rows %+v", rs)
 	}
 	if r := evaluate(s, rs[1]); math.Abs(r.ratio-10000.0/9000) > 1e-9 {
 		t.Errorf("ratio to the floor %v, want %v", r.ratio, 10000.0/9000)
+	}
+	if r := evaluate(s, rs[3]); math.Abs(r.ratio-8000.0/7000) > 1e-9 {
+		t.Errorf("CPU ratio to the floor %v, want %v", r.ratio, 8000.0/7000)
 	}
 	all := withScaleRows(rows, rs)
 	last := -1
@@ -435,10 +440,10 @@ func TestScale(t *testing.T) {
 	var sb strings.Builder
 	writeScale(&sb, rep)
 	for _, want := range []string{
-		"| 10k | 10.0 | 20.0 | 9.00 | 1100 | 1200 | 1080 |",
-		"| 200k | 10.5 | 30.0 | — |",
-		"- ctrlkit: time per object 10k→200k ×1.050, heap per object ×0.991: linear (flat cost per object).",
-		"- client-go: time per object 10k→200k ×1.500, heap per object ×1.083: **not linear**.",
+		"| 10k | 10.0 | 20.0 | 9.00 | 8.00 | 10.0 | 7.00 | 1100 | 1200 | 1080 |",
+		"| 200k | 20.0 | 30.0 | — | 8.40 | 15.0 | — |",
+		"- ctrlkit: per object 10k→200k, client CPU ×1.050, heap ×0.991 (wall time ×2.000): linear (flat cost per object).",
+		"- client-go: per object 10k→200k, client CPU ×1.500, heap ×1.083 (wall time ×1.500): **not linear**.",
 		"Cost per object does not stay flat for client-go.",
 	} {
 		if !strings.Contains(sb.String(), want) {

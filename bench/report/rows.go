@@ -119,6 +119,8 @@ var baseRows = []row{
 	{area: "informer", title: "real server: initial sync of 50k (5k short) vs the floor: a bare streaming list + protobuf decode", c: "ServerInformerSync", base: "floor-stream", unit: "sync-ms", target: target{kind: ratioMax, value: 1.1, text: "≤ 1.1× the floor"}},
 	{area: "informer", title: "real server: initial sync vs the floor: bare paginated LIST (500 per page) + protobuf decode", c: "ServerInformerSync", base: "floor-list", unit: "sync-ms", target: target{kind: ratioMax, value: 1.1, text: "≤ 1.1× the floor"}},
 	{area: "informer", title: "real server: client-go's initial sync vs the streaming floor", c: "ServerInformerSync", impl: "client-go", base: "floor-stream", unit: "sync-ms"},
+	{area: "informer", title: "real server: client CPU during the initial sync vs the streaming floor's", c: "ServerInformerSync", base: "floor-stream", unit: "cpu-ms"},
+	{area: "informer", title: "real server: client CPU during the initial sync, vs client-go", c: "ServerInformerSync", unit: "cpu-ms"},
 	{area: "informer", title: "real server: heap after sync vs the streaming floor's objects (measured in the same rounds)", c: "ServerInformerSync", base: "floor-stream", unit: "heap-B"},
 	{area: "informer", title: "real server: peak heap during a forced relist", c: "ServerInformerSync", unit: "relist-peak-B", target: target{kind: ratioMax, value: 0.7, text: "≤ 0.7×"}},
 
