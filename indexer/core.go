@@ -3,6 +3,7 @@ package indexer
 import (
 	"hash/maphash"
 	"math/bits"
+	"slices"
 	"unsafe"
 )
 
@@ -176,6 +177,9 @@ func (c *core[T]) keyObj(s int32) T {
 // index if there is one, which avoids reading the object, else from the object.
 func (c *core[T]) nsAt(s int32) string {
 	if ix := c.nsIdx; ix != nil {
+		if ix.sole {
+			return ix.vals[0].value
+		}
 		return ix.vals[ix.slotVal[s]].value
 	}
 	ns, _ := c.kf.nsName(c.keyObj(s))
@@ -433,6 +437,12 @@ func (c *core[T]) put(k keyRef, obj T, vals [][]string, cp T) (s int32, old T, h
 	}
 	for j, ix := range c.idx {
 		if ix.byNamespace {
+			if ix.sole {
+				if c.soleAdmits(ix, k.ns) {
+					continue
+				}
+				c.materialize(ix)
+			}
 			ix.setOne(s, k.ns)
 		} else {
 			ix.set(s, vals[j])
@@ -442,15 +452,108 @@ func (c *core[T]) put(k keyRef, obj T, vals [][]string, cp T) (s int32, old T, h
 }
 
 // markNamespaceIndexes sets byNamespace on the indexes flagged in flags (see
-// indexSet.byNamespace), which may be nil, and makes the first of them nsIdx.
+// indexSet.byNamespace), which may be nil, and makes the first of them nsIdx. A
+// flagged index that holds nothing yet starts sole.
 func (c *core[T]) markNamespaceIndexes(flags []bool) {
 	c.nsIdx = nil
 	for j, ix := range c.idx {
 		ix.byNamespace = flags != nil && flags[j]
+		switch {
+		case ix.byNamespace && !ix.sole && len(ix.ids) == 0 && len(ix.slotVal) == 0 && c.count == 0:
+			ix.sole = true
+			ix.slotVal, ix.slotPos = nil, nil // the room newIndex made
+		case !ix.byNamespace && ix.sole:
+			c.materialize(ix)
+		}
 		if ix.byNamespace && c.nsIdx == nil {
 			c.nsIdx = ix
 		}
 	}
+}
+
+// soleAdmits reports whether the sole index ix can take a live slot in namespace
+// ns as it is: ns is its value, or the slot is the core's only object (ns then
+// becomes the value). Either way the value's snapshot is dropped: its members or
+// one of their objects change.
+func (c *core[T]) soleAdmits(ix *index[T], ns string) bool {
+	if len(ix.ids) == 0 {
+		// The slot being stored is the only live one.
+		ix.intern(ns)
+		return true
+	}
+	if ix.vals[0].value != ns {
+		return false
+	}
+	ix.drop(0)
+	return true
+}
+
+// soleLeave is clear for the sole index ix: the slot leaving is the last object
+// when last is set, and the value then goes.
+func (ix *index[T]) soleLeave(last bool) {
+	if len(ix.ids) == 0 {
+		return
+	}
+	ix.drop(0)
+	if last {
+		delete(ix.ids, ix.vals[0].value)
+		ix.vals[0].value = ""
+		ix.freeIDs = append(ix.freeIDs, 0)
+	}
+}
+
+// materialize turns the sole index ix into an ordinary one: every live slot
+// becomes a member of the value under which it was indexed implicitly. The caller
+// then indexes under other values as usual.
+func (c *core[T]) materialize(ix *index[T]) {
+	ix.sole = false
+	if len(ix.ids) == 0 {
+		return
+	}
+	v := ix.vals[0].value
+	ix.drop(0)
+	delete(ix.ids, v)
+	ix.vals[0].value = ""
+	ix.freeIDs = append(ix.freeIDs, 0)
+	ix.grow(len(c.objs))
+	for s := range c.objs {
+		if c.live(s) {
+			ix.setOne(int32(s), v)
+		}
+	}
+}
+
+// memberSlots returns the slots indexed under value id of ix: the value's members,
+// or, for a sole index, every live slot (allocated for the call).
+func (c *core[T]) memberSlots(ix *index[T], id int32) []int32 {
+	if !ix.sole {
+		return ix.vals[id].members
+	}
+	out := make([]int32, 0, c.count)
+	for s := range c.objs {
+		if c.live(s) {
+			out = append(out, int32(s))
+		}
+	}
+	return out
+}
+
+// appendMembers appends the objects indexed under value id of ix to dst.
+func (c *core[T]) appendMembers(dst []T, ix *index[T], id int32) []T {
+	if !ix.sole {
+		dst = slices.Grow(dst, len(ix.vals[id].members))
+		for _, s := range ix.vals[id].members {
+			dst = append(dst, c.objs[s])
+		}
+		return dst
+	}
+	dst = slices.Grow(dst, c.count)
+	for s := range c.objs {
+		if c.live(s) {
+			dst = append(dst, c.objs[s])
+		}
+	}
+	return dst
 }
 
 func (c *core[T]) alloc(k keyRef, obj, cp T) int32 {
@@ -492,6 +595,10 @@ func (c *core[T]) removeSlot(s int32) {
 	// Unlink first: the key of s may be read from the namespace index.
 	c.unlink(s)
 	for _, ix := range c.idx {
+		if ix.sole {
+			ix.soleLeave(c.count == 1)
+			continue
+		}
 		ix.clear(s)
 	}
 	var zero T

@@ -43,6 +43,15 @@ type index[T any] struct {
 	// derived from the objects: core.put then indexes the namespace of the key and
 	// ignores the (nil) values computed for this index.
 	byNamespace bool
+	// sole, only on a byNamespace index, says that every object of the core is in
+	// one namespace, the index's only value (id 0, while the core holds any object),
+	// and that the index keeps nothing per object: the members of that value are the
+	// core's live slots, in slot order, and slotVal, slotPos, multi and the value's
+	// members are empty. This is the common case of an informer of one namespace or
+	// of a cluster-scoped resource, where the per-object state (12 bytes an object)
+	// would say nothing. An object stored in a second namespace makes the core
+	// build that state (core.materialize) and turn sole off for good.
+	sole bool
 }
 
 const (
@@ -294,6 +303,10 @@ func (ix *index[T]) valuesOf(dst []string, s int32) []string {
 // remap[s] (every indexed slot is live, so remap[s] >= 0), and n slots remain.
 // Snapshots stay: the members keep their objects and their order.
 func (ix *index[T]) renumber(remap []int32, n int) {
+	if ix.sole {
+		// Nothing per slot, and compacting keeps the live slots' order.
+		return
+	}
 	for i := range ix.vals {
 		for j, s := range ix.vals[i].members {
 			ix.vals[i].members[j] = remap[s]

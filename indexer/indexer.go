@@ -779,10 +779,7 @@ func (x *Indexer[T]) snapshotLocked(ix *index[T], value string) []T {
 	if p := e.snap.Load(); p != nil {
 		return p.objs
 	}
-	p := &snapshot[T]{objs: make([]T, len(e.members))}
-	for i, s := range e.members {
-		p.objs[i] = x.c.objs[s]
-	}
+	p := &snapshot[T]{objs: slices.Clip(x.c.appendMembers(nil, ix, id))}
 	if ix.same != nil {
 		p.ref = slices.Clone(p.objs)
 	}
@@ -813,11 +810,7 @@ func (x *Indexer[T]) AppendByIndex(dst []T, name, value string) ([]T, error) {
 	if p := e.snap.Load(); p != nil {
 		return append(dst, p.objs...), nil
 	}
-	dst = slices.Grow(dst, len(e.members))
-	for _, s := range e.members {
-		dst = append(dst, x.c.objs[s])
-	}
-	return dst, nil
+	return x.c.appendMembers(dst, ix, id), nil
 }
 
 // IndexKeys returns the keys of the objects indexed under value in the named index,
@@ -829,7 +822,11 @@ func (x *Indexer[T]) IndexKeys(name, value string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	members := ix.members(value)
+	id, ok := ix.ids[value]
+	if !ok {
+		return []string{}, nil
+	}
+	members := x.c.memberSlots(ix, id)
 	out := make([]string, len(members))
 	for i, s := range members {
 		out[i] = x.c.keyAt(s)

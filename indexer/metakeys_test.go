@@ -24,10 +24,15 @@ func TestMetaKeysMatchModel(t *testing.T) {
 	type variant struct {
 		name                       string
 		stored, collide, noNSIndex bool
-		maxSize, seeds             int
+		// phases: stretches of steps write a single namespace (a sole namespace
+		// index), others several.
+		phases         bool
+		maxSize, seeds int
 	}
 	for _, v := range []variant{
 		{name: "derived", maxSize: 2000, seeds: 3},
+		{name: "derived-namespace-phases", phases: true, maxSize: 2000, seeds: 3},
+		{name: "derived-colliding-namespace-phases", phases: true, collide: true, maxSize: 150, seeds: 1},
 		{name: "derived-without-namespace-index", noNSIndex: true, maxSize: 2000, seeds: 2},
 		{name: "derived-colliding-without-namespace-index", collide: true, noNSIndex: true, maxSize: 150, seeds: 1},
 		{name: "stored", stored: true, maxSize: 2000, seeds: 2},
@@ -36,13 +41,13 @@ func TestMetaKeysMatchModel(t *testing.T) {
 	} {
 		for seed := range uint64(v.seeds) {
 			t.Run(fmt.Sprint(v.name, "/seed", seed), func(t *testing.T) {
-				metaKeysModel(t, seed, v.stored, v.collide, v.noNSIndex, v.maxSize)
+				metaKeysModel(t, seed, v.stored, v.collide, v.noNSIndex, v.phases, v.maxSize)
 			})
 		}
 	}
 }
 
-func metaKeysModel(t *testing.T, seed uint64, stored, collide, noNSIndex bool, maxSize int) {
+func metaKeysModel(t *testing.T, seed uint64, stored, collide, noNSIndex, phases bool, maxSize int) {
 	rng := rand.New(rand.NewPCG(seed, 42))
 	cfg := Config[*corev1.ConfigMap]{Indexers: Indexers[*corev1.ConfigMap]{NamespaceIndexName: NamespaceIndex[*corev1.ConfigMap]}}
 	if noNSIndex {
@@ -67,8 +72,12 @@ func metaKeysModel(t *testing.T, seed uint64, stored, collide, noNSIndex bool, m
 	// with them: "a/b" in no namespace and "b" in namespace "a" share a MetaKey,
 	// so the model keys by MetaKey too.
 	namespaces := []string{"", "a", "ns-1", "a-much-longer-namespace-name-" + fmt.Sprint(seed)}
+	only := -1 // with phases, the namespace every write goes to, or -1 for any
 	random := func(n int) *corev1.ConfigMap {
 		ns := namespaces[rng.IntN(len(namespaces))]
+		if only >= 0 {
+			ns = namespaces[only]
+		}
 		name := fmt.Sprint("cm-", rng.IntN(n))
 		if rng.IntN(8) == 0 {
 			// Names of 252 to 262 bytes: on both sides of the length the store keeps
@@ -86,7 +95,14 @@ func metaKeysModel(t *testing.T, seed uint64, stored, collide, noNSIndex bool, m
 		}
 		return k
 	}
+	sole := 0
 	for step := range 150 {
+		if phases && step%10 == 0 {
+			only = rng.IntN(len(namespaces)+1) - 1
+		}
+		if x.c.nsIdx != nil && x.c.nsIdx.sole {
+			sole++
+		}
 		size := 1 + rng.IntN(maxSize)
 		switch op := rng.IntN(6); op {
 		case 0, 1: // a burst of adds and updates
@@ -143,6 +159,9 @@ func metaKeysModel(t *testing.T, seed uint64, stored, collide, noNSIndex bool, m
 			t.Fatalf("step %d: %v", step, err)
 		}
 		checkMetaModel(t, x, l, model, namespaces, fmt.Sprint("step ", step))
+	}
+	if phases && (sole < 5 || sole > 145) {
+		t.Errorf("the namespace index was sole at %d of 150 steps: the phases do not exercise both forms", sole)
 	}
 }
 
@@ -404,10 +423,118 @@ func TestNamespaceIndexRecognized(t *testing.T) {
 // the objects (namespaces from the recognized NamespaceIndex or from the objects) or
 // stored, with normal or colliding hashes.
 func FuzzMetaKeys(f *testing.F) {
-	f.Add(uint64(1), false, false, false)
-	f.Add(uint64(2), false, true, true)
-	f.Add(uint64(3), true, true, false)
-	f.Fuzz(func(t *testing.T, seed uint64, stored, collide, noNSIndex bool) {
-		metaKeysModel(t, seed, stored, collide, noNSIndex, 300)
+	f.Add(uint64(1), false, false, false, false)
+	f.Add(uint64(2), false, true, true, false)
+	f.Add(uint64(3), true, true, false, false)
+	f.Add(uint64(4), false, false, false, true)
+	f.Fuzz(func(t *testing.T, seed uint64, stored, collide, noNSIndex, phases bool) {
+		metaKeysModel(t, seed, stored, collide, noNSIndex, phases, 300)
 	})
+}
+
+// TestSoleNamespaceIndex: while every object is in one namespace (an informer of
+// one namespace, or of a cluster-scoped resource), the namespace index keeps
+// nothing per object and still answers every read; an object in a second
+// namespace makes it keep its per-object state, and a Replace that rebuilds the
+// store with one namespace drops that state again.
+func TestSoleNamespaceIndex(t *testing.T) {
+	for _, detect := range []bool{false, true} {
+		t.Run(fmt.Sprint("detector=", detect), func(t *testing.T) {
+			x := New(Config[*corev1.ConfigMap]{
+				Indexers:        Indexers[*corev1.ConfigMap]{NamespaceIndexName: NamespaceIndex[*corev1.ConfigMap]},
+				DetectMutations: detect,
+			})
+			check := func(where string, wantSole bool, want map[string][]string) {
+				t.Helper()
+				if err := x.validate(); err != nil {
+					t.Fatalf("%s: %v", where, err)
+				}
+				ix := x.c.nsIdx
+				if ix.sole != wantSole {
+					t.Fatalf("%s: sole %v, want %v", where, ix.sole, wantSole)
+				}
+				if wantSole && (cap(ix.slotVal) != 0 || cap(ix.slotPos) != 0) {
+					t.Fatalf("%s: a sole index keeps %d slot values", where, cap(ix.slotVal))
+				}
+				for _, ns := range []string{"", "a", "b"} {
+					var names []string
+					objs, err := x.ByIndex(NamespaceIndexName, ns)
+					if err != nil {
+						t.Fatal(err)
+					}
+					again, _ := x.ByIndex(NamespaceIndexName, ns)
+					if len(objs) > 0 && &objs[0] != &again[0] {
+						t.Fatalf("%s: ByIndex(%q) built its snapshot twice", where, ns)
+					}
+					for _, o := range objs {
+						if o.Namespace != ns {
+							t.Fatalf("%s: ByIndex(%q) holds %s/%s", where, ns, o.Namespace, o.Name)
+						}
+						names = append(names, o.Name)
+					}
+					appended, _ := x.AppendByIndex(make([]*corev1.ConfigMap, 1), NamespaceIndexName, ns)
+					keys, _ := x.IndexKeys(NamespaceIndexName, ns)
+					slices.Sort(names)
+					slices.Sort(keys)
+					var wantKeys []string
+					for _, n := range want[ns] {
+						k, _ := MetaKey(cm(ns, n, nil))
+						wantKeys = append(wantKeys, k)
+					}
+					slices.Sort(wantKeys)
+					if !slices.Equal(names, want[ns]) || len(appended) != 1+len(want[ns]) || !slices.Equal(keys, wantKeys) {
+						t.Fatalf("%s: namespace %q: ByIndex %q, AppendByIndex %d, IndexKeys %q; want %q", where, ns, names, len(appended)-1, keys, want[ns])
+					}
+				}
+				values, _ := x.IndexValues(NamespaceIndexName)
+				if len(values) != len(want) {
+					t.Fatalf("%s: IndexValues %q, want the namespaces of %v", where, values, want)
+				}
+			}
+			check("empty", true, nil)
+			for i := range 3 {
+				if err := x.Add(cm("a", fmt.Sprint("cm-", i), nil)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			check("3 in a", true, map[string][]string{"a": {"cm-0", "cm-1", "cm-2"}})
+			x.ByIndex(NamespaceIndexName, "a") // a snapshot, which the next write drops
+			if err := x.Update(cm("a", "cm-1", map[string]string{"x": "y"})); err != nil {
+				t.Fatal(err)
+			}
+			if err := x.Delete(cm("a", "cm-0", nil)); err != nil {
+				t.Fatal(err)
+			}
+			check("2 in a", true, map[string][]string{"a": {"cm-1", "cm-2"}})
+			for _, n := range []string{"cm-1", "cm-2"} {
+				if err := x.Delete(cm("a", n, nil)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			check("emptied", true, nil)
+			if err := x.Add(cm("", "node-1", nil)); err != nil {
+				t.Fatal(err)
+			}
+			check("cluster-scoped", true, map[string][]string{"": {"node-1"}})
+			if err := x.Add(cm("b", "cm-9", nil)); err != nil {
+				t.Fatal(err)
+			}
+			check("two namespaces", false, map[string][]string{"": {"node-1"}, "b": {"cm-9"}})
+			if err := x.Delete(cm("", "node-1", nil)); err != nil {
+				t.Fatal(err)
+			}
+			check("back to one namespace", false, map[string][]string{"b": {"cm-9"}})
+			var objs []*corev1.ConfigMap
+			for i := range 5 {
+				objs = append(objs, cm("a", fmt.Sprint("cm-", i), nil))
+			}
+			if err := x.Replace(objs); err != nil {
+				t.Fatal(err)
+			}
+			check("replaced by 5 in a", true, map[string][]string{"a": {"cm-0", "cm-1", "cm-2", "cm-3", "cm-4"}})
+			if err := x.CheckMutations(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
 }

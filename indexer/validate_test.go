@@ -89,6 +89,18 @@ func (x *Indexer[T]) validate() error {
 		return fmt.Errorf("%d copies for %d slots", len(c.copies), len(c.objs))
 	}
 	for j, ix := range c.idx {
+		if ix.sole {
+			if err := c.validateSole(ix, func(s int) []string {
+				v, err := set.fns[j](c.objs[s])
+				if err != nil {
+					panic(fmt.Sprintf("stored object %q fails index %q: %v", c.keyAt(int32(s)), set.names[j], err))
+				}
+				return dedupe(v)
+			}); err != nil {
+				return fmt.Errorf("index %q: %w", set.names[j], err)
+			}
+			continue
+		}
 		if err := ix.validate(len(c.objs), func(s int) ([]string, bool) {
 			if !c.live(s) {
 				return nil, false
@@ -103,6 +115,59 @@ func (x *Indexer[T]) validate() error {
 		}
 		if err := ix.validateSnapshots(c.objs); err != nil {
 			return fmt.Errorf("index %q: %w", set.names[j], err)
+		}
+	}
+	return nil
+}
+
+// validateSole checks a sole index (see index.sole): nothing kept per slot, one
+// value while the core holds any object, every live object indexed under it by
+// its function (want), and a snapshot holding the live objects in slot order.
+func (c *core[T]) validateSole(ix *index[T], want func(s int) []string) error {
+	if !ix.byNamespace {
+		return fmt.Errorf("sole, and not by namespace")
+	}
+	if len(ix.slotVal) != 0 || len(ix.slotPos) != 0 || len(ix.multi) != 0 || len(ix.vals) > 1 {
+		return fmt.Errorf("sole, with %d slot values, %d positions, %d multi-valued slots, %d values", len(ix.slotVal), len(ix.slotPos), len(ix.multi), len(ix.vals))
+	}
+	if len(ix.ids)+len(ix.freeIDs) != len(ix.vals) {
+		return fmt.Errorf("%d ids + %d free ids != %d values", len(ix.ids), len(ix.freeIDs), len(ix.vals))
+	}
+	if c.count == 0 {
+		if len(ix.ids) != 0 {
+			return fmt.Errorf("sole, with values %v and no object", ix.ids)
+		}
+		if len(ix.vals) == 1 && (ix.vals[0].value != "" || ix.vals[0].snap.Load() != nil) {
+			return fmt.Errorf("sole and empty, and value id 0 holds %q or a snapshot", ix.vals[0].value)
+		}
+		return nil
+	}
+	e := &ix.vals[0]
+	if id, ok := ix.ids[e.value]; !ok || id != 0 || len(e.members) != 0 {
+		return fmt.Errorf("sole value %q: id %d, %v, %d members kept", e.value, id, ok, len(e.members))
+	}
+	var liveObjs []T
+	for s := range c.objs {
+		if !c.live(s) {
+			continue
+		}
+		liveObjs = append(liveObjs, c.objs[s])
+		if got := want(s); len(got) != 1 || got[0] != e.value {
+			return fmt.Errorf("slot %d indexed under %q by its function, the sole value is %q", s, got, e.value)
+		}
+	}
+	if p := e.snap.Load(); p != nil {
+		same := sameFunc[T]()
+		if len(p.objs) != len(liveObjs) || cap(p.objs) != len(p.objs) {
+			return fmt.Errorf("snapshot of %q has len %d cap %d for %d objects", e.value, len(p.objs), cap(p.objs), len(liveObjs))
+		}
+		for i := range liveObjs {
+			if !same(p.objs[i], liveObjs[i]) {
+				return fmt.Errorf("snapshot of %q is stale at %d", e.value, i)
+			}
+		}
+		if (p.ref != nil) != (ix.same != nil) {
+			return fmt.Errorf("snapshot of %q has a reference copy %v with the detector %v", e.value, p.ref != nil, ix.same != nil)
 		}
 	}
 	return nil
