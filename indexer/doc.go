@@ -45,7 +45,8 @@
 //     only uses it allocates nothing. While every object is in one namespace (an
 //     informer of one namespace, or of a cluster-scoped resource) that index keeps
 //     nothing per object, 12 bytes an object less; an object in a second namespace
-//     makes it keep its per-object state from then on, until a Replace rebuilds it.
+//     makes it keep its per-object state from then on (a Replace of mostly new
+//     contents, which builds a new store, starts without it again).
 //   - Swap(obj) stores obj and returns the object it replaced in one atomic write.
 //   - Replace(objs) makes objs the whole contents; it updates the store in place
 //     (no second copy of the store) and is atomic to readers.
