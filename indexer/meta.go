@@ -42,7 +42,11 @@ func metaKey(obj metav1.Object) (string, error) {
 // An Indexer whose keys are MetaKey of a pointer type (the default for Kubernetes
 // types) recognizes NamespaceIndex among its index functions and does not call it:
 // it indexes the namespace it already read for the key, which saves the one-element
-// slice a call allocates on every write. The result is the same.
+// slice a call allocates on every write, and keeps nothing per object while every
+// object is in one namespace. The result is the same. In generic code, where T is a
+// type parameter, use NamespaceIndexFunc[T]() instead: there a function value of
+// NamespaceIndex[T] is a wrapper of the calling function's, which the Indexer does
+// not recognize (it then calls it, and loses those savings).
 func NamespaceIndex[T metav1.Object](obj T) ([]string, error) {
 	if isNilMeta(obj) {
 		return nil, ErrNilObject
@@ -50,9 +54,30 @@ func NamespaceIndex[T metav1.Object](obj T) ([]string, error) {
 	return []string{obj.GetNamespace()}, nil
 }
 
-// namespaceIndexName is the name the runtime gives every instantiation of
-// NamespaceIndex, used as a function value: "<package path>.NamespaceIndex[...]".
-var namespaceIndexName = strings.TrimSuffix(funcName(metaKey), "metaKey") + "NamespaceIndex[...]"
+// NamespaceIndexFunc returns NamespaceIndex[T] as a function value the Indexer
+// recognizes also when T is a type parameter of the caller. It is not inlined, so
+// that the wrapper it returns is its own, under one name.
+//
+//go:noinline
+func NamespaceIndexFunc[T metav1.Object]() IndexFunc[T] {
+	return NamespaceIndex[T]
+}
+
+// namespaceIndexNames are the names the runtime gives a function value of
+// NamespaceIndex: "<package path>.NamespaceIndex[...]" for the function itself, and
+// the wrapper NamespaceIndexFunc makes of it (a generic function value made inside
+// a generic function is a closure of that function).
+var namespaceIndexNames = func() map[string]bool {
+	pkg := strings.TrimSuffix(funcName(metaKey), "metaKey")
+	return map[string]bool{
+		pkg + "NamespaceIndex[...]":              true,
+		funcName(NamespaceIndexFunc[*nsProbe]()): true,
+	}
+}()
+
+// nsProbe instantiates NamespaceIndexFunc to learn its wrapper's name, which is
+// the same for every type argument.
+type nsProbe struct{ metav1.ObjectMeta }
 
 func funcName(fn any) string {
 	if f := runtime.FuncForPC(reflect.ValueOf(fn).Pointer()); f != nil {
@@ -72,7 +97,7 @@ func (x *Indexer[T]) namespaceIndexes(fns []IndexFunc[T]) []bool {
 	}
 	var out []bool
 	for j, fn := range fns {
-		if funcName(fn) == namespaceIndexName {
+		if namespaceIndexNames[funcName(fn)] {
 			if out == nil {
 				out = make([]bool, len(fns))
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // TestMetaKeysMatchModel drives an Indexer of ConfigMaps keyed by the default MetaKey
@@ -536,5 +537,41 @@ func TestSoleNamespaceIndex(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// viaGeneric returns the namespace index from generic code, as an informer's
+// constructor does.
+func viaGeneric[T metav1.Object](recognizable bool) IndexFunc[T] {
+	if recognizable {
+		return NamespaceIndexFunc[T]()
+	}
+	return NamespaceIndex[T]
+}
+
+// TestNamespaceIndexFromGenericCode: NamespaceIndexFunc is recognized when the
+// caller's T is a type parameter; a function value of NamespaceIndex[T] made there
+// is a wrapper that is not (it still works, it is called).
+func TestNamespaceIndexFromGenericCode(t *testing.T) {
+	for _, recognizable := range []bool{true, false} {
+		x := New(Config[*corev1.ConfigMap]{Indexers: Indexers[*corev1.ConfigMap]{NamespaceIndexName: viaGeneric[*corev1.ConfigMap](recognizable)}})
+		if got := x.c.nsIdx != nil; got != recognizable {
+			t.Errorf("recognizable %v: namespace index recognized %v", recognizable, got)
+		}
+		for _, o := range []*corev1.ConfigMap{cm("a", "x", nil), cm("b", "y", nil)} {
+			if err := x.Add(o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := x.validate(); err != nil {
+			t.Fatal(err)
+		}
+		if keys, _ := x.IndexKeys(NamespaceIndexName, "b"); !slices.Equal(keys, []string{"b/y"}) {
+			t.Errorf("recognizable %v: namespace b holds %q", recognizable, keys)
+		}
+	}
+	s := New(Config[*corev1.Secret]{Indexers: Indexers[*corev1.Secret]{NamespaceIndexName: viaGeneric[*corev1.Secret](true)}})
+	if s.c.nsIdx == nil || !s.c.nsIdx.sole {
+		t.Error("NamespaceIndexFunc of another type is not recognized")
 	}
 }

@@ -194,7 +194,7 @@ func New[T reflector.Object](lw reflector.ListerWatcher[T], cfg Config[T]) *Info
 	if inf.bufLimit == 0 {
 		inf.bufLimit = DefaultBufferLimit
 	}
-	indexers := indexer.Indexers[T]{indexer.NamespaceIndexName: indexer.NamespaceIndex[T]}
+	indexers := indexer.Indexers[T]{indexer.NamespaceIndexName: indexer.NamespaceIndexFunc[T]()}
 	for iname, fn := range cfg.Indexers {
 		if fn == nil {
 			panic(fmt.Sprintf("informer: index function %q is nil", iname))
