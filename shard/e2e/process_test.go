@@ -27,6 +27,7 @@ import (
 
 	"github.com/ctrlkit/ctrlkit/reflector"
 	"github.com/ctrlkit/ctrlkit/shard"
+	"github.com/ctrlkit/ctrlkit/testenv"
 )
 
 // Kinds of membership change.
@@ -395,9 +396,32 @@ func envInt(t *testing.T, name string, def int) int {
 // a key outside the slots its replica held, no slot granted while another
 // replica held it, and no slot without a holder for longer than the lease
 // duration + 2 s. At the end every ConfigMap is reconciled at its last change.
+//
+// The package's kube-apiserver runs without the ShardedListAndWatch gate, so
+// every replica's informer filters its shard itself (the fallback).
 func TestShardedControllerProcesses(t *testing.T) {
-	objects := envInt(t, "CTRLKIT_SHARD_KEYS", 10000)
-	changes := envInt(t, "CTRLKIT_SHARD_CHANGES", 20)
+	shardedProcesses(t, env, envInt(t, "CTRLKIT_SHARD_KEYS", 10000), envInt(t, "CTRLKIT_SHARD_CHANGES", 20))
+}
+
+// TestShardedControllerProcessesServerFiltered is TestShardedControllerProcesses
+// on a control plane of its own whose kube-apiserver has the ShardedListAndWatch
+// gate: the replicas' lists and watches are filtered by the server (KEP-5866),
+// and a hand-off re-scopes them there. 2,000 ConfigMaps
+// (CTRLKIT_SHARD_SERVER_KEYS) and 10 changes (CTRLKIT_SHARD_SERVER_CHANGES).
+func TestShardedControllerProcessesServerFiltered(t *testing.T) {
+	gated, err := testenv.Start(t.Context(), testenv.Config{APIServerFlags: []string{"--feature-gates=ShardedListAndWatch=true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := gated.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	shardedProcesses(t, gated, envInt(t, "CTRLKIT_SHARD_SERVER_KEYS", 2000), envInt(t, "CTRLKIT_SHARD_SERVER_CHANGES", 10))
+}
+
+func shardedProcesses(t *testing.T, env *testenv.Env, objects, changes int) {
 	const (
 		settleQuiet   = 4 * renewPeriod // no slot moved for this long: the split is at rest
 		settleTimeout = 30 * time.Second
