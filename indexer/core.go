@@ -488,6 +488,15 @@ func (c *core[T]) soleAdmits(ix *index[T], ns string) bool {
 	return true
 }
 
+// resole makes the empty byNamespace index ix sole again, giving back its
+// per-object state: its values, which have no members left, have no snapshots.
+func (ix *index[T]) resole() {
+	ix.sole = true
+	ix.ids = make(map[string]int32)
+	ix.vals, ix.freeIDs, ix.multi = nil, nil, nil
+	ix.slotVal, ix.slotPos = nil, nil
+}
+
 // soleLeave is clear for the sole index ix: the slot leaving is the last object
 // when last is set, and the value then goes.
 func (ix *index[T]) soleLeave(last bool) {
@@ -613,6 +622,13 @@ func (c *core[T]) removeSlot(s int32) {
 	}
 	c.free = append(c.free, s)
 	c.count--
+	if c.count == 0 {
+		for _, ix := range c.idx {
+			if ix.byNamespace && !ix.sole {
+				ix.resole()
+			}
+		}
+	}
 }
 
 // checkLeaving records the key of slot s if its object no longer equals the copy taken
