@@ -174,10 +174,11 @@ type Queue[T comparable] struct {
 	amu   sync.Mutex
 	adds  []staged[T]
 	ashut bool
-	// nadds mirrors len(adds), for lock holders to read without amu. nwait counts the Gets
-	// in waiters plus those about to wait: a Get counts itself before it looks at nadds a
-	// last time, and an adder reads nwait after staging, so that one of the two sees the
-	// other and no item is staged while a Get sleeps.
+	// nadds is 0 iff adds is empty, for lock holders to read without amu. It is written
+	// only when that changes: an atomic store is a full fence, one per batch rather than
+	// one per add. nwait counts the Gets in waiters plus those about to wait: a Get counts
+	// itself before it looks at nadds a last time, and an adder reads nwait after staging,
+	// so that one of the two sees the other and no item is staged while a Get sleeps.
 	nadds atomic.Int32
 	nwait atomic.Int32
 	// staged has bit tag%64 set for the tag of every add in adds (and maybe more); written
@@ -377,7 +378,9 @@ func (q *Queue[T]) addNow(item T, tag uint32, prio int, key string, retried bool
 		}
 		q.adds = append(q.adds, staged[T]{item: item, at: at, prio: prio, key: key, tag: tag})
 		n := len(q.adds)
-		q.nadds.Store(int32(n))
+		if n == 1 {
+			q.nadds.Store(1)
+		}
 		q.amu.Unlock()
 		if q.metrics != nil && retried {
 			q.metrics.Retried()
@@ -443,6 +446,10 @@ const wakeMax = 8
 // unlock releases mu, then wakes the waiters dispatchLocked handed items to, and reports
 // to Metrics.Added the adds that applyAddsLocked made pending while mu was held.
 func (q *Queue[T]) unlock() {
+	if q.nwake == 0 && q.applied == 0 {
+		q.mu.Unlock()
+		return
+	}
 	n := q.applied
 	q.applied = 0
 	var wake [wakeMax]*waiter[T]
