@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -124,8 +125,14 @@ func (m *machine[T]) run(ctx context.Context) {
 func (m *machine[T]) step(ctx context.Context, s state) state {
 	switch s := s.(type) {
 	case listing:
+		if m.r.shard.Load().isEmpty() {
+			return m.empty(ctx, s)
+		}
 		return m.list(ctx, s)
 	case streaming:
+		if m.r.shard.Load().isEmpty() {
+			return m.empty(ctx, s)
+		}
 		return m.stream(ctx, s)
 	case watching:
 		return m.watch(ctx, s)
@@ -237,6 +244,70 @@ func (m *machine[T]) listFailed(err error, s listing) state {
 		}
 	}
 	return m.fail("list", err, s)
+}
+
+// empty runs a listing or streaming step (s, retried after a failure) for the
+// empty shard. It holds no object, so rather than list and watch a collection
+// only to drop all of it (all of it arrives where the server does not filter),
+// the reflector reads the collection's resourceVersion with a LIST of at most
+// one object, empties the store at that version, and waits for SetShard or
+// Relist: the empty shard stays empty whatever changes.
+func (m *machine[T]) empty(ctx context.Context, s state) state {
+	m.setState(StateListing)
+	m.r.relistWanted.Store(false) // this is the list asked for
+	opts := m.options()
+	opts.Limit = 1
+	page, _, refused, lm, err := m.listPage(ctx, opts)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return m.fail("list", err, s)
+	}
+	m.heard()
+	sh := m.r.shard.Load()
+	switch {
+	case !sh.ServerFiltered():
+		m.shardFiltering(ShardFilteringClient)
+	case lm.ShardInfo != nil:
+		m.shardFiltering(ShardFilteringServer)
+	}
+	for _, obj := range page {
+		if !isNil(obj) {
+			m.inShard(obj) // an object here is the sign that the server does not filter
+		}
+	}
+	m.countListed(len(page)+len(refused), 0)
+	if lm.ResourceVersion == "" {
+		return m.fail("list", errors.New("the server's list carried no resourceVersion"), s)
+	}
+	if err := m.r.store.Replace(nil, lm.ResourceVersion); err != nil {
+		return m.fail("store", fmt.Errorf("replace: %w", err), s)
+	}
+	m.stored(lm.ResourceVersion, false)
+	m.r.log.V(2).Info("holding the empty shard", "resourceVersion", lm.ResourceVersion)
+
+	wake := make(chan struct{})
+	var once sync.Once
+	m.r.mu.Lock()
+	m.r.endWatch = func(error) { once.Do(func() { close(wake) }) }
+	m.r.mu.Unlock()
+	defer func() {
+		m.r.mu.Lock()
+		m.r.endWatch = nil
+		m.r.mu.Unlock()
+	}()
+	m.setState(StateWatching)
+	m.backoff.healthyAt(time.Now())
+	if !m.r.relistWanted.Load() { // else asked for before endWatch was set
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-wake:
+		}
+	}
+	m.r.relistWanted.Store(false)
+	return m.relist("")
 }
 
 // capacity guesses a list's length from its first page, within reason.

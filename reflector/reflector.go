@@ -192,7 +192,9 @@ const (
 	// StateListing: fetching a complete list, by paginated LIST or by the
 	// initial events of a streaming list.
 	StateListing
-	// StateWatching: a watch is open and its events reach the store.
+	// StateWatching: a watch is open and its events reach the store. A
+	// reflector of the empty shard (see Shard), which holds nothing whatever
+	// changes, opens no watch: it waits in this state for SetShard or Relist.
 	StateWatching
 	// StateBackingOff: waiting before retrying after a failure.
 	StateBackingOff

@@ -30,7 +30,10 @@ const (
 // that it holds only its shard from a server that ignores the selector (the
 // gate off, or an older server); Health.ShardFiltering says which of the two
 // filtered. The zero Shard is no sharding: every object. A Shard with a Field
-// and no Ranges is the empty shard: no object.
+// and no Ranges is the empty shard: no object. A reflector of the empty shard
+// neither lists nor watches its collection (it reads the collection's
+// resourceVersion with one LIST of at most one object): a replica that holds
+// no slot yet costs the server nothing, even where the server does not filter.
 type Shard struct {
 	// Field is the hashed field: ShardByUID, ShardByNamespace or
 	// ShardByControllerUID.
@@ -45,6 +48,9 @@ type Range struct{ Start, End uint64 }
 
 // IsZero reports whether s is the zero Shard (no sharding).
 func (s Shard) IsZero() bool { return s.Field == "" && len(s.Ranges) == 0 }
+
+// isEmpty reports whether s is the empty shard: a Field and no Ranges.
+func (s *Shard) isEmpty() bool { return s.Field != "" && len(s.Ranges) == 0 }
 
 // ServerFiltered reports whether a server with sharded list and watch can
 // filter by the shard's Field.

@@ -297,3 +297,98 @@ func TestShardByControllerAndEmptyShard(t *testing.T) {
 		})
 	}
 }
+
+// TestEmptyShardNeitherListsNorWatches: a reflector of the empty shard reads
+// the collection's resourceVersion with one LIST of at most one object, is
+// synced with nothing at that version, and opens no watch however the
+// collection changes; Relist reads the version again; SetShard to a shard
+// with ranges lists and watches it, and back to the empty shard drops it all
+// and stops watching. Run returns while it waits.
+func TestEmptyShardNeitherListsNorWatches(t *testing.T) {
+	for _, mode := range []WatchListMode{WatchListOff, WatchListOn} {
+		t.Run(mode.String(), func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
+				srv := reflectortest.NewServer[configMap](reflectortest.Config{WatchList: true})
+				for i := range 30 {
+					mustCreate(t, srv, shardObject(i))
+				}
+				st := newMemStore[configMap]()
+				r := New(srv, st, Config[configMap]{WatchList: mode, Shard: Shard{Field: ShardByUID}})
+				rr := start(t, r)
+				synctest.Wait()
+				onlyProbes := func(stage string, from, want int) {
+					t.Helper()
+					reqs := srv.Requests()[from:]
+					if len(reqs) != want {
+						t.Fatalf("%s: %d requests %v, want %d", stage, len(reqs), describe(reqs), want)
+					}
+					for _, req := range reqs {
+						if req.Verb != reflectortest.List || req.Options.Limit != 1 || req.Options.ResourceVersion != "" {
+							t.Fatalf("%s: request %v, want a consistent LIST of one object", stage, describe([]reflectortest.Request{req}))
+						}
+					}
+				}
+				onlyProbes("start", 0, 1)
+				h := r.Health()
+				if !h.Synced || h.State != StateWatching || len(st.Contents()) != 0 {
+					t.Fatalf("start: synced %v, state %v, store %v", h.Synced, h.State, st.Contents())
+				}
+				if h.ShardFiltering != ShardFilteringClient {
+					t.Errorf("ShardFiltering %q after an object outside the shard came, want %q", h.ShardFiltering, ShardFilteringClient)
+				}
+				if h.LastResourceVersion != r.LastSyncResourceVersion() || h.LastResourceVersion == "" {
+					t.Fatalf("resourceVersion %q", h.LastResourceVersion)
+				}
+				atStart := h.LastResourceVersion
+				for i := 30; i < 40; i++ {
+					mustCreate(t, srv, shardObject(i))
+				}
+				time.Sleep(10 * time.Minute)
+				synctest.Wait()
+				onlyProbes("after changes", 0, 1)
+				r.Relist()
+				synctest.Wait()
+				onlyProbes("after Relist", 0, 2)
+				if rv := r.LastSyncResourceVersion(); rv == atStart {
+					t.Fatalf("Relist left the resourceVersion at %s, the server is further", rv)
+				}
+				half := SplitShards(ShardByUID, 2)[1]
+				if err := r.SetShard(half); err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait()
+				n := len(srv.Requests())
+				if fmt.Sprint(st.Contents()) != fmt.Sprint(shardContents(srv, half)) || len(st.Contents()) == 0 {
+					t.Fatalf("after SetShard: store %v, want %v", st.Contents(), shardContents(srv, half))
+				}
+				if len(requestsOf(srv.Requests(), reflectortest.Watch)) == 0 {
+					t.Fatal("a shard with ranges is not watched")
+				}
+				mustCreate(t, srv, shardObject(40))
+				mustCreate(t, srv, shardObject(41))
+				synctest.Wait()
+				if fmt.Sprint(st.Contents()) != fmt.Sprint(shardContents(srv, half)) {
+					t.Fatalf("after events: store %v, want %v", st.Contents(), shardContents(srv, half))
+				}
+				if err := r.SetShard(Shard{Field: ShardByUID}); err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait()
+				if got := st.Contents(); len(got) != 0 {
+					t.Fatalf("back to the empty shard, the store holds %v", got)
+				}
+				onlyProbes("back to the empty shard", n, 1)
+				mustCreate(t, srv, shardObject(42))
+				time.Sleep(10 * time.Minute)
+				synctest.Wait()
+				onlyProbes("back to the empty shard, after changes", n, 1)
+				if h := r.Health(); h.Stats.Failures != 0 {
+					t.Fatalf("failures: %+v %v", h.Stats, h.LastError)
+				}
+				if err := rr.stop(); err != nil {
+					t.Fatalf("Run returned %v", err)
+				}
+			})
+		})
+	}
+}
