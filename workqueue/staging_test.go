@@ -58,3 +58,88 @@ func TestDoneAppliesRelatedStagedAdds(t *testing.T) {
 		q.ShutDown()
 	}
 }
+
+// otherBit returns a string, starting from base, whose bit in staged differs from those of
+// the given items.
+func otherBit(q *Queue[string], base string, items ...string) string {
+	s := base
+	for i := 0; ; i++ {
+		clash := false
+		for _, it := range items {
+			clash = clash || tagOf(q.seed, s)%64 == tagOf(q.seed, it)%64
+		}
+		if !clash {
+			return s
+		}
+		s = fmt.Sprint(base, i)
+	}
+}
+
+// TestGetAppliesRelatedStagedAdds: a Get sees the adds staged before it: a duplicate of the
+// item it hands out, staged while that item waited, leaves it processed once; a staged add
+// of a higher priority goes first; a staged add that opens a fairness lane takes its turn
+// in the round-robin from the moment it was made.
+func TestGetAppliesRelatedStagedAdds(t *testing.T) {
+	t.Run("duplicate of the next item", func(t *testing.T) {
+		q := New(Config[string]{})
+		defer q.ShutDown()
+		q.Add("a")
+		q.Add("b")
+		mustGet(t, q, "a")
+		q.Add("b") // staged while b waits: a duplicate
+		mustGet(t, q, "b")
+		q.Done("b")
+		q.Done("a")
+		if n := q.Len(); n != 0 {
+			t.Fatalf("b was queued again by its own duplicate: %d ready", n)
+		}
+	})
+	t.Run("priority", func(t *testing.T) {
+		q := New(Config[string]{})
+		defer q.ShutDown()
+		b := otherBit(q, "b", "a")
+		p := otherBit(q, "p", b)
+		q.Add("a")
+		q.Add(b)
+		mustGet(t, q, "a")
+		q.AddWithOptions(p, AddOptions{Priority: 5}) // staged, ahead of b
+		mustGet(t, q, p)
+		mustGet(t, q, b)
+	})
+	t.Run("fairness lanes", func(t *testing.T) {
+		q := New(Config[string]{FairnessKey: func(s string) string { return s[:1] }})
+		defer q.ShutDown()
+		// Lane x alone; a staged add opens lane z before x2 is handed out, so x goes
+		// behind z after x2: z1 comes before x3.
+		q.Add("x1")
+		q.Add("x2")
+		q.Add("x3")
+		mustGet(t, q, "x1")
+		q.Add("z1")
+		for _, want := range []string{"x2", "z1", "x3"} {
+			mustGet(t, q, want)
+		}
+	})
+}
+
+// TestGetAppliesStagedAddsAcrossLevels: with items at two priorities the next item may come
+// from a level aging promotes; a duplicate of that item, staged while it waits, still leaves
+// it processed once.
+func TestGetAppliesStagedAddsAcrossLevels(t *testing.T) {
+	q := New(Config[string]{AgingLimit: 1})
+	defer q.ShutDown()
+	p2 := otherBit(q, "p2", "a")
+	q.Add("a")
+	q.AddWithOptions("p1", AddOptions{Priority: 5})
+	q.AddWithOptions(p2, AddOptions{Priority: 5})
+	mustGet(t, q, "p1") // the highest level first; level 0 has now waited through 1 handout
+	q.Add("a")          // staged while a waits: a duplicate
+	mustGet(t, q, "a")  // aging serves level 0 now
+	q.Done("a")
+	q.Done("p1")
+	mustGet(t, q, p2)
+	q.Done(p2)
+	if n := q.Len(); n != 0 {
+		t.Fatalf("a was queued again by its own duplicate: %d ready", n)
+	}
+}
