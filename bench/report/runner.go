@@ -132,9 +132,9 @@ func suite(short bool) ([]phase, []profileRun) {
 	return phases, profiles
 }
 
-// latencyRounds is the latency phase's -count in a full run: 3 rounds keep it
-// near 8 minutes.
-const latencyRounds = 3
+// latencyRounds is the latency phase's -count in a full run: 5 rounds, as the
+// other phases, so that its rows get confidence intervals (about 13 minutes).
+const latencyRounds = 5
 
 // runner builds the test binaries and runs phases.
 type runner struct {
