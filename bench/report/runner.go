@@ -133,7 +133,7 @@ func suite(short bool) ([]phase, []profileRun) {
 }
 
 // latencyRounds is the latency phase's -count in a full run: 5 rounds, as the
-// other phases, so that its rows get confidence intervals (about 13 minutes).
+// other phases, so that its rows get confidence intervals (about 10 minutes).
 const latencyRounds = 5
 
 // runner builds the test binaries and runs phases.
