@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"sync"
 	"testing"
@@ -122,6 +123,46 @@ func BenchmarkDeltaFIFOThroughput(b *testing.B) {
 			wg.Wait()
 			q.close()
 		})
+	}
+}
+
+// BenchmarkDeltaFIFOHotKeys is BenchmarkDeltaFIFOThroughput with the b.N deltas over
+// only 1, 10 or 1,000 keys: objects updated again and again, as a busy controller's
+// own objects are. ns/op is per delta added.
+func BenchmarkDeltaFIFOHotKeys(b *testing.B) {
+	idxBenchObjs()
+	for _, keys := range []int{1, 10, 1000} {
+		for _, impl := range []struct {
+			name string
+			new  func() fifoQueue
+		}{
+			{"ctrlkit", func() fifoQueue { return fifoCtrlkit(idxCtrlkit()) }},
+			{"client-go", func() fifoQueue { return fifoClientgo(idxClientgo()) }},
+			{"client-go-atomic", fifoClientgoAtomic},
+		} {
+			b.Run(fmt.Sprintf("keys=%d/impl=%s", keys, impl.name), func(b *testing.B) {
+				b.ReportAllocs()
+				q := impl.new()
+				var wg sync.WaitGroup
+				b.ResetTimer()
+				wg.Go(func() {
+					for i := range b.N {
+						if err := q.add(idxBaseObjs[i%keys]); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+				for got := 0; got < b.N; {
+					if err := q.pop(func(n int) { got += n }); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				wg.Wait()
+				q.close()
+			})
+		}
 	}
 }
 

@@ -13,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/ctrlkit/ctrlkit/indexer"
@@ -449,6 +451,193 @@ func BenchmarkIndexerReplace(b *testing.B) {
 				b.ReportMetric(float64(peak)/float64(b.N)/1e6, "peak-MB")
 			})
 		}
+	}
+}
+
+// idxReader is what the read benchmarks need from either implementation, each through
+// what its users call: ctrlkit's Indexer and Lister, client-go's Indexer and the
+// generated ConfigMap lister.
+type idxReader struct {
+	get      func(ns, name string) bool               // Lister.Get in a namespace
+	list     func() int                               // every object
+	listKeys func() int                               // every key
+	keys     func(app string) int                     // IndexKeys of one app label value
+	nsList   func(ns string, sel labels.Selector) int // a namespace's objects matching sel
+	sel      func(sel labels.Selector) int            // every object matching sel
+	update   func(*corev1.ConfigMap) error
+}
+
+func idxCtrlkitReader() idxReader {
+	x := idxCtrlkit()
+	for _, o := range idxBaseObjs {
+		_ = x.Add(o)
+	}
+	l := indexer.NewLister(x)
+	return idxReader{
+		get: func(ns, name string) bool {
+			_, err := l.Namespace(ns).Get(name)
+			return err == nil
+		},
+		list:     func() int { return len(x.List()) },
+		listKeys: func() int { return len(x.ListKeys()) },
+		keys: func(app string) int {
+			keys, _ := x.IndexKeys(idxAppIndex, app)
+			return len(keys)
+		},
+		nsList: func(ns string, sel labels.Selector) int {
+			objs, _ := l.Namespace(ns).List(sel)
+			return len(objs)
+		},
+		sel: func(sel labels.Selector) int {
+			objs, _ := l.List(sel)
+			return len(objs)
+		},
+		update: x.Update,
+	}
+}
+
+func idxClientgoReader() idxReader {
+	x := idxClientgo()
+	for _, o := range idxBaseObjs {
+		_ = x.Add(o)
+	}
+	l := corelisters.NewConfigMapLister(x)
+	return idxReader{
+		get: func(ns, name string) bool {
+			_, err := l.ConfigMaps(ns).Get(name)
+			return err == nil
+		},
+		list:     func() int { return len(x.List()) },
+		listKeys: func() int { return len(x.ListKeys()) },
+		keys: func(app string) int {
+			keys, _ := x.IndexKeys(idxAppIndex, app)
+			return len(keys)
+		},
+		nsList: func(ns string, sel labels.Selector) int {
+			objs, _ := l.ConfigMaps(ns).List(sel)
+			return len(objs)
+		},
+		sel: func(sel labels.Selector) int {
+			objs, _ := l.List(sel)
+			return len(objs)
+		},
+		update: func(o *corev1.ConfigMap) error { return x.Update(o) },
+	}
+}
+
+// BenchmarkIndexerReads reads a store of 100k objects the ways controllers do: Get by
+// namespace and name (alone, from 2 goroutines, and from 2 goroutines while a third
+// updates objects), List and ListKeys of everything, the keys of one index value (1k),
+// a namespace's objects (1k) with and without a label selector, and a label selector
+// over everything (1k match). Each library is read through its listers.
+func BenchmarkIndexerReads(b *testing.B) {
+	idxBenchObjs()
+	app := labels.SelectorFromSet(labels.Set{"app": "app-3"})
+	perNS := idxObjects / idxNamespaces
+	perApp := idxObjects / idxApps
+	for _, impl := range []struct {
+		name string
+		new  func() idxReader
+	}{{"ctrlkit", idxCtrlkitReader}, {"client-go", idxClientgoReader}} {
+		r := impl.new()
+		run := func(name string, f func(b *testing.B)) {
+			b.Run(name+"/impl="+impl.name, func(b *testing.B) {
+				b.ReportAllocs()
+				defer idxReportCPU(b, idxCPUTime())
+				f(b)
+			})
+		}
+		check := func(b *testing.B, got, want int) {
+			if got != want {
+				b.Fatalf("read %d objects, want %d", got, want)
+			}
+		}
+		getParallel := func(b *testing.B) {
+			var start atomic.Int64
+			b.RunParallel(func(pb *testing.PB) {
+				i := int(start.Add(idxObjects / 3))
+				for pb.Next() {
+					o := idxBaseObjs[i%idxObjects]
+					if !r.get(o.Namespace, o.Name) {
+						b.Error("missed", o.Name)
+						return
+					}
+					i++
+				}
+			})
+		}
+		run("get", func(b *testing.B) {
+			i := 0
+			for b.Loop() {
+				o := idxBaseObjs[i%idxObjects]
+				if !r.get(o.Namespace, o.Name) {
+					b.Fatal("missed", o.Name)
+				}
+				i++
+			}
+		})
+		run("get-parallel", getParallel)
+		run("get-under-writes", func(b *testing.B) {
+			stop, done := make(chan struct{}), make(chan struct{})
+			go func() {
+				defer close(done)
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					objs := idxNewerObjs
+					if (i/idxObjects)%2 == 1 {
+						objs = idxBaseObjs
+					}
+					if err := r.update(objs[i%idxObjects]); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			}()
+			getParallel(b)
+			close(stop)
+			<-done
+		})
+		run("list", func(b *testing.B) {
+			for b.Loop() {
+				check(b, r.list(), idxObjects)
+			}
+		})
+		run("listkeys", func(b *testing.B) {
+			for b.Loop() {
+				check(b, r.listKeys(), idxObjects)
+			}
+		})
+		run("indexkeys", func(b *testing.B) {
+			i := 0
+			for b.Loop() {
+				check(b, r.keys(fmt.Sprint("app-", i%idxApps)), perApp)
+				i++
+			}
+		})
+		run("namespace", func(b *testing.B) {
+			i := 0
+			for b.Loop() {
+				check(b, r.nsList(fmt.Sprint("ns-", i%idxNamespaces), labels.Everything()), perNS)
+				i++
+			}
+		})
+		run("namespace-selector", func(b *testing.B) {
+			i := 0
+			for b.Loop() {
+				// In each namespace, 10 of the 1k objects carry app-3.
+				check(b, r.nsList(fmt.Sprint("ns-", i%idxNamespaces), app), perApp/idxNamespaces)
+				i++
+			}
+		})
+		run("selector", func(b *testing.B) {
+			for b.Loop() {
+				check(b, r.sel(app), perApp)
+			}
+		})
 	}
 }
 

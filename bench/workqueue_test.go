@@ -27,8 +27,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ctrlkit/ctrlkit/workqueue"
+	"k8s.io/apimachinery/pkg/types"
 	cgwq "k8s.io/client-go/util/workqueue"
+
+	"github.com/ctrlkit/ctrlkit/workqueue"
 )
 
 // wqQueue is what the harness needs from either implementation; both adapters pay the same
@@ -146,6 +148,22 @@ func wqOwnedKeys(k, p int) [][]string {
 }
 
 func wqRunAddGetDone(b *testing.B, q wqQueue, producers, workers int, keys [][]string) {
+	wqRunAddGetDoneOf(b, q, producers, workers, keys, func(item string) int {
+		return int(item[0]-'0')*10 + int(item[1]-'0')
+	})
+}
+
+// wqQueueOf is the part of a queue of items of type T that Add/Get/Done needs.
+type wqQueueOf[T comparable] interface {
+	add(item T)
+	get() (T, bool)
+	done(item T)
+	drain()
+}
+
+// wqRunAddGetDoneOf runs Add/Get/Done of keys[p] by producer p; owner returns an
+// item's producer.
+func wqRunAddGetDoneOf[T comparable](b *testing.B, q wqQueueOf[T], producers, workers int, keys [][]T, owner func(T) int) {
 	b.ReportAllocs()
 	type round struct {
 		pending atomic.Int64  // items of the current round not yet Done
@@ -167,7 +185,7 @@ func wqRunAddGetDone(b *testing.B, q wqQueue, producers, workers int, keys [][]s
 				}
 				q.done(item)
 				n++
-				r := &rounds[int(item[0]-'0')*10+int(item[1]-'0')]
+				r := &rounds[owner(item)]
 				if r.pending.Add(-1) == 0 {
 					r.next <- struct{}{}
 				}
@@ -204,6 +222,64 @@ func wqRunAddGetDone(b *testing.B, q wqQueue, producers, workers int, keys [][]s
 	if g := gets.Load(); g != int64(b.N) {
 		b.Fatalf("%d items processed for %d adds", g, b.N)
 	}
+}
+
+// BenchmarkWorkqueueStructItems is BenchmarkWorkqueueAddGetDone with items of type
+// types.NamespacedName, the item controller-runtime queues (its reconcile.Request
+// wraps one), instead of strings: both queues hash and compare a struct of two
+// strings. The namespace's first two bytes name the item's producer.
+func BenchmarkWorkqueueStructItems(b *testing.B) {
+	for _, c := range []struct{ p, w, k int }{{1, 1, 1000}, {4, 4, 1000}} {
+		keys := make([][]types.NamespacedName, c.p)
+		for i := range c.k {
+			keys[i%c.p] = append(keys[i%c.p], types.NamespacedName{
+				Namespace: fmt.Sprintf("%02d-namespace-%d", i%c.p, i%97),
+				Name:      fmt.Sprintf("object-%d", i),
+			})
+		}
+		owner := func(item types.NamespacedName) int {
+			return int(item.Namespace[0]-'0')*10 + int(item.Namespace[1]-'0')
+		}
+		b.Run(fmt.Sprintf("p%dw%dk%d/impl=ctrlkit", c.p, c.w, c.k), func(b *testing.B) {
+			ctx, cancel := context.WithCancel(context.Background()) // as workers really pass
+			defer cancel()
+			q := workqueue.New(workqueue.Config[types.NamespacedName]{})
+			wqRunAddGetDoneOf[types.NamespacedName](b, wqCtrlkitOf[types.NamespacedName]{q, ctx}, c.p, c.w, keys, owner)
+		})
+		b.Run(fmt.Sprintf("p%dw%dk%d/impl=clientgo", c.p, c.w, c.k), func(b *testing.B) {
+			q := cgwq.NewTypedRateLimitingQueue(cgwq.DefaultTypedControllerRateLimiter[types.NamespacedName]())
+			wqRunAddGetDoneOf[types.NamespacedName](b, wqClientgoOf[types.NamespacedName]{q}, c.p, c.w, keys, owner)
+		})
+	}
+}
+
+type wqCtrlkitOf[T comparable] struct {
+	q   *workqueue.Queue[T]
+	ctx context.Context
+}
+
+func (c wqCtrlkitOf[T]) add(item T)  { c.q.Add(item) }
+func (c wqCtrlkitOf[T]) done(item T) { c.q.Done(item) }
+func (c wqCtrlkitOf[T]) get() (T, bool) {
+	item, err := c.q.Get(c.ctx)
+	return item, err == nil
+}
+func (c wqCtrlkitOf[T]) drain() {
+	if err := c.q.ShutDownWithDrain(context.Background()); err != nil {
+		panic(err)
+	}
+}
+
+type wqClientgoOf[T comparable] struct {
+	q cgwq.TypedRateLimitingInterface[T]
+}
+
+func (c wqClientgoOf[T]) add(item T)  { c.q.Add(item) }
+func (c wqClientgoOf[T]) done(item T) { c.q.Done(item) }
+func (c wqClientgoOf[T]) drain()      { c.q.ShutDownWithDrain() }
+func (c wqClientgoOf[T]) get() (T, bool) {
+	item, shutdown := c.q.Get()
+	return item, !shutdown
 }
 
 // BenchmarkWorkqueueAddAfter: one producer schedules b.N distinct keys with delays spread

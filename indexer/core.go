@@ -117,6 +117,58 @@ func joinMetaKey(ns, name string) string {
 	return ns + "/" + name
 }
 
+// keyChunk is the most bytes a keyBuf allocates at once.
+const keyChunk = 16 << 10
+
+// keyBuf builds the keys of a listing (ListKeys, IndexKeys, Absent) with a few
+// allocations instead of one a key: it packs their bytes into shared chunks of at most
+// keyChunk bytes, which are never written again once a key is in them. A key the
+// caller keeps alive keeps its chunk alive, never the whole listing.
+type keyBuf struct {
+	b     []byte
+	left  int // keys still to build, to size the next chunk
+	built int // keys packed so far
+	bytes int // their bytes
+}
+
+// join returns the MetaKey of ns and name, packed into the buffer.
+func (k *keyBuf) join(ns, name string) string {
+	k.left--
+	if ns == "" {
+		return name
+	}
+	n := len(ns) + 1 + len(name)
+	if n > len(k.b) {
+		if n > keyChunk/4 {
+			return ns + "/" + name
+		}
+		// Size the last chunk for the keys left, at the longer of this key and the
+		// mean so far, and a quarter more: keys differ in length.
+		mean := n
+		if k.built > 0 {
+			mean = max(n, k.bytes/k.built)
+		}
+		est := mean * max(k.left+1, 1)
+		k.b = make([]byte, min(keyChunk, est+est/4))
+	}
+	k.built++
+	k.bytes += n
+	copy(k.b, ns)
+	k.b[len(ns)] = '/'
+	copy(k.b[len(ns)+1:], name)
+	key := unsafe.String(&k.b[0], n)
+	k.b = k.b[n:]
+	return key
+}
+
+// keyInto returns the key of live slot s, built in kb when it is not stored.
+func (c *core[T]) keyInto(s int32, kb *keyBuf) string {
+	if c.keys != nil {
+		return c.keys[s]
+	}
+	return kb.join(c.nsAt(s), c.nameAt(s))
+}
+
 // newCore returns an empty core with k indexes and room for n objects. equal and
 // same are nil unless the mutation detector is on.
 func newCore[T any](kf *keying[T], k, n int, equal, same func(a, b T) bool) *core[T] {
@@ -161,7 +213,9 @@ func (c *core[T]) live(s int) bool {
 	if c.keys != nil {
 		return c.keys[s] != ""
 	}
-	return !c.kf.isNil(c.objs[s])
+	// Keys are derived only for pointer types (see keying.nsName): a nil pointer
+	// marks a free slot, and reading the pointer is the cheapest test.
+	return *(*unsafe.Pointer)(unsafe.Pointer(&c.objs[s])) != nil
 }
 
 // keyObj returns the object the key of live slot s is derived from: its

@@ -687,9 +687,10 @@ func (x *Indexer[T]) ListKeys() []string {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	out := make([]string, 0, x.c.len())
+	kb := keyBuf{left: x.c.len()}
 	for s := range x.c.objs {
 		if x.c.live(s) {
-			out = append(out, x.c.keyAt(int32(s)))
+			out = append(out, x.c.keyInto(int32(s), &kb))
 		}
 	}
 	return out
@@ -716,9 +717,10 @@ func (x *Indexer[T]) Absent(keys []string) (absentKeys []string, objs []T) {
 	}
 	absentKeys = make([]string, 0, c.count-n)
 	objs = make([]T, 0, c.count-n)
+	kb := keyBuf{left: c.count - n}
 	for s := range c.objs {
 		if listed[s/64]&(1<<(s%64)) == 0 && c.live(s) {
-			absentKeys = append(absentKeys, c.keyAt(int32(s)))
+			absentKeys = append(absentKeys, c.keyInto(int32(s), &kb))
 			objs = append(objs, c.objs[s])
 		}
 	}
@@ -828,8 +830,9 @@ func (x *Indexer[T]) IndexKeys(name, value string) ([]string, error) {
 	}
 	members := x.c.memberSlots(ix, id)
 	out := make([]string, len(members))
+	kb := keyBuf{left: len(members)}
 	for i, s := range members {
-		out[i] = x.c.keyAt(s)
+		out[i] = x.c.keyInto(s, &kb)
 	}
 	return out, nil
 }

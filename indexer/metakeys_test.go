@@ -596,3 +596,75 @@ func TestNamespaceIndexFromGenericCode(t *testing.T) {
 		t.Error("NamespaceIndexFunc of another type is not recognized")
 	}
 }
+
+// TestListedKeysPacked checks the keys that ListKeys, IndexKeys and Absent build from
+// the objects: right, unchanged by later listings, and built with a handful of
+// allocations rather than one a key.
+func TestListedKeysPacked(t *testing.T) {
+	x := New(Config[*corev1.ConfigMap]{Indexers: Indexers[*corev1.ConfigMap]{NamespaceIndexName: NamespaceIndex[*corev1.ConfigMap]}})
+	want := map[string]bool{}
+	add := func(ns, name string) {
+		t.Helper()
+		if err := x.Add(cm(ns, name, nil)); err != nil {
+			t.Fatal(err)
+		}
+		want[joinMetaKey(ns, name)] = true
+	}
+	for i := range 5000 {
+		add(fmt.Sprint("namespace-", i%7), fmt.Sprint("cm-", i, strings.Repeat("x", i%40)))
+	}
+	for i := range 50 {
+		add("", fmt.Sprint("cluster-scoped-", i))
+	}
+	long := strings.Repeat("n", keyChunk) // longer than a chunk's share: built on its own
+	add("namespace-1", long)
+
+	check := func(what string, keys []string, sub func(string) bool) {
+		t.Helper()
+		n := 0
+		seen := map[string]bool{}
+		for _, k := range keys {
+			if !want[k] || !sub(k) || seen[k] {
+				t.Fatalf("%s: unexpected or repeated key %.80q", what, k)
+			}
+			seen[k] = true
+		}
+		for k := range want {
+			if sub(k) {
+				n++
+			}
+		}
+		if len(keys) != n {
+			t.Fatalf("%s: %d keys, want %d", what, len(keys), n)
+		}
+	}
+	all := func(string) bool { return true }
+	first := x.ListKeys()
+	check("ListKeys", first, all)
+	kept := make([]string, len(first))
+	for i, k := range first {
+		kept[i] = strings.Clone(k)
+	}
+	inNS1 := func(k string) bool { return strings.HasPrefix(k, "namespace-1/") }
+	for range 3 {
+		check("ListKeys again", x.ListKeys(), all)
+		keys, err := x.IndexKeys(NamespaceIndexName, "namespace-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("IndexKeys", keys, inNS1)
+		absent, _ := x.Absent(nil)
+		check("Absent", absent, all)
+	}
+	if !slices.Equal(first, kept) {
+		t.Fatal("keys of an earlier ListKeys changed under later listings")
+	}
+
+	// About 130 KB of keys: a few chunks of keyChunk bytes, the long key, the slice.
+	if n := testing.AllocsPerRun(5, func() { x.ListKeys() }); n > 16 {
+		t.Errorf("ListKeys of %d keys allocates %v times", len(want), n)
+	}
+	if n := testing.AllocsPerRun(5, func() { x.IndexKeys(NamespaceIndexName, "namespace-2") }); n > 3 {
+		t.Errorf("IndexKeys of 714 keys allocates %v times", n)
+	}
+}

@@ -70,6 +70,10 @@ var baseRows = []row{
 	{area: "workqueue", title: "Add/Get/Done 4 producers × 64 workers × 10k keys", c: "WorkqueueAddGetDone/p4w64k10000", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× throughput (ratio ≤ 0.50)"}},
 	{area: "workqueue", title: "Add/Get/Done 4×64×10k", c: "WorkqueueAddGetDone/p4w64k10000", unit: "allocs/op", target: target{kind: absMax, value: 0, text: "0 allocs/op"}},
 
+	{area: "workqueue", title: "Add/Get/Done of types.NamespacedName items (controller-runtime's reconcile.Request): 1 producer × 1 worker × 1k", c: "WorkqueueStructItems/p1w1k1000", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× throughput (ratio ≤ 0.50)"}},
+	{area: "workqueue", title: "Add/Get/Done of NamespacedName items: 4 producers × 4 workers × 1k", c: "WorkqueueStructItems/p4w4k1000", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× throughput (ratio ≤ 0.50)"}},
+	{area: "workqueue", title: "NamespacedName items 4×4×1k", c: "WorkqueueStructItems/p4w4k1000", unit: "allocs/op", target: target{kind: absMax, value: 0, text: "0 allocs/op"}},
+
 	// workqueue against controller-runtime's priority queue (issue 19): its own benchmark
 	// shapes, and 1M items drained by 1,000 workers
 	{area: "workqueue", title: "vs controller-runtime priority queue: Add 1k distinct items, then Get/Done each (1 goroutine; ns per 1k)", c: "CRPriorityQueueAddGetDone", base: "controller-runtime", unit: "sec/op", target: target{kind: ratioMax, value: 1.0 / 3, text: "≥3× throughput (ratio ≤ 0.33)"}},
@@ -96,11 +100,27 @@ var baseRows = []row{
 	{area: "indexer", title: "Replace 100k into an empty store: peak heap", c: "IndexerReplace/initial", unit: "peak-B", target: target{kind: ratioMax, value: 0.6, text: "≤ 0.6×"}},
 	{area: "indexer", title: "Replace 100k over 100k (relist)", c: "IndexerReplace/relist", unit: "sec/op"},
 	{area: "indexer", title: "Replace 100k over 100k (relist): peak heap", c: "IndexerReplace/relist", unit: "peak-B", target: target{kind: ratioMax, value: 0.6, text: "≤ 0.6×"}},
+	{area: "indexer", title: "Lister Get by namespace and name, 100k objects (client-go: the generated ConfigMap lister)", c: "IndexerReads/get", unit: "sec/op", target: target{kind: ratioMax, value: 1, text: "≤ client-go (ratio ≤ 1)"}},
+	{area: "indexer", title: "Lister Get", c: "IndexerReads/get", unit: "allocs/op", target: target{kind: ratioMax, value: 1, text: "≤ client-go (ratio ≤ 1)"}},
+	{area: "indexer", title: "Lister Get from 2 goroutines", c: "IndexerReads/get-parallel", unit: "sec/op", target: target{kind: ratioMax, value: 1, text: "≤ client-go (ratio ≤ 1)"}},
+	{area: "indexer", title: "Lister Get from 2 goroutines while a third updates objects", c: "IndexerReads/get-under-writes", unit: "sec/op", target: target{kind: ratioMax, value: 1, text: "≤ client-go (ratio ≤ 1)"}},
+	{area: "indexer", title: "List of all 100k", c: "IndexerReads/list", unit: "sec/op", target: target{kind: ratioMax, value: 1, text: "≤ client-go (ratio ≤ 1)"}},
+	{area: "indexer", title: "ListKeys of all 100k (ctrlkit stores no keys: it builds each from its object)", c: "IndexerReads/listkeys", unit: "sec/op", target: target{kind: ratioMax, value: 1, text: "≤ client-go (ratio ≤ 1)"}},
+	{area: "indexer", title: "IndexKeys: 1k of 100k", c: "IndexerReads/indexkeys", unit: "sec/op", target: target{kind: ratioMax, value: 1, text: "≤ client-go (ratio ≤ 1)"}},
+	{area: "indexer", title: "namespace lister List: 1k of 100k", c: "IndexerReads/namespace", unit: "sec/op", target: target{kind: ratioMax, value: 1, text: "≤ client-go (ratio ≤ 1)"}},
+	{area: "indexer", title: "namespace lister List with a label selector (10 of the namespace's 1k)", c: "IndexerReads/namespace-selector", unit: "sec/op", target: target{kind: ratioMax, value: 1, text: "≤ client-go (ratio ≤ 1)"}},
+	{area: "indexer", title: "Lister List with a label selector over 100k (1k match)", c: "IndexerReads/selector", unit: "sec/op", target: target{kind: ratioMax, value: 1, text: "≤ client-go (ratio ≤ 1)"}},
 	{area: "indexer", title: "memory per cached object (store only)", c: "IndexerMemory", unit: "B/object", target: target{kind: ratioMax, value: 1, text: "≤ client-go (ratio ≤ 1)"}},
 
 	// deltafifo
 	{area: "deltafifo", title: "delta throughput, producer → consumer (vs RealFIFO)", c: "DeltaFIFOThroughput", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× ops/s (ratio ≤ 0.50)"}},
 	{area: "deltafifo", title: "delta throughput (vs atomic RealFIFO, v0.37 default)", c: "DeltaFIFOThroughput", base: "client-go-atomic", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× ops/s (ratio ≤ 0.50)"}},
+	{area: "deltafifo", title: "deltas over 1 key, producer → consumer (vs RealFIFO)", c: "DeltaFIFOHotKeys/keys=1", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× ops/s (ratio ≤ 0.50)"}},
+	{area: "deltafifo", title: "deltas over 1 key (vs atomic RealFIFO)", c: "DeltaFIFOHotKeys/keys=1", base: "client-go-atomic", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× ops/s (ratio ≤ 0.50)"}},
+	{area: "deltafifo", title: "deltas over 10 keys, producer → consumer (vs RealFIFO)", c: "DeltaFIFOHotKeys/keys=10", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× ops/s (ratio ≤ 0.50)"}},
+	{area: "deltafifo", title: "deltas over 10 keys (vs atomic RealFIFO)", c: "DeltaFIFOHotKeys/keys=10", base: "client-go-atomic", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× ops/s (ratio ≤ 0.50)"}},
+	{area: "deltafifo", title: "deltas over 1k keys, producer → consumer (vs RealFIFO)", c: "DeltaFIFOHotKeys/keys=1000", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× ops/s (ratio ≤ 0.50)"}},
+	{area: "deltafifo", title: "deltas over 1k keys (vs atomic RealFIFO)", c: "DeltaFIFOHotKeys/keys=1000", base: "client-go-atomic", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× ops/s (ratio ≤ 0.50)"}},
 	{area: "deltafifo", title: "relist of 100k, queued and popped", c: "DeltaFIFORelist", unit: "sec/op"},
 	{area: "deltafifo", title: "relist of 100k: peak heap", c: "DeltaFIFORelist", unit: "peak-B"},
 

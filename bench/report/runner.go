@@ -71,6 +71,7 @@ func suite(short bool) ([]phase, []profileRun) {
 			one("^BenchmarkWorkqueueAddAfter$", addAfter),
 			one("^BenchmarkWorkqueueAddAfter(Long|Mixed)$", addAfter),
 			one("^BenchmarkWorkqueueDedup$", fast),
+			one("^BenchmarkWorkqueueStructItems$", fast),
 			one("^BenchmarkWorkqueueAddRateLimited$", fast),
 			one("^BenchmarkWorkqueueWaitingMemory$", "1x"),
 		}},
@@ -78,9 +79,11 @@ func suite(short bool) ([]phase, []profileRun) {
 			one("^BenchmarkIndexer(Add|Update|UpdateMove|Delete|ByIndex|ByIndexChanging)$", fast),
 			one("^BenchmarkIndexerReplace$", heavy),
 			one("^BenchmarkIndexerMemory$", "1x"),
+			one("^BenchmarkIndexerReads$", fast),
 		}},
 		{name: "deltafifo", bin: binRoot, runs: []invocation{
 			one("^BenchmarkDeltaFIFOThroughput$", fast),
+			one("^BenchmarkDeltaFIFOHotKeys$", fast),
 			one("^BenchmarkDeltaFIFORelist$", heavy),
 		}},
 		{name: "informer", bin: binRoot, runs: []invocation{
