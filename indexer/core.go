@@ -169,9 +169,10 @@ func (c *core[T]) keyInto(s int32, kb *keyBuf) string {
 	return kb.join(c.nsAt(s), c.nameAt(s))
 }
 
-// newCore returns an empty core with k indexes and room for n objects. equal and
-// same are nil unless the mutation detector is on.
-func newCore[T any](kf *keying[T], k, n int, equal, same func(a, b T) bool) *core[T] {
+// newCore returns an empty core with k indexes and room for n objects, except in
+// the namespace indexes flagged in nsFlags (indexSet.byNamespace, which may be nil):
+// they start sole. equal and same are nil unless the mutation detector is on.
+func newCore[T any](kf *keying[T], k, n int, nsFlags []bool, equal, same func(a, b T) bool) *core[T] {
 	c := &core[T]{
 		kf:    kf,
 		objs:  make([]T, 0, n),
@@ -189,7 +190,11 @@ func newCore[T any](kf *keying[T], k, n int, equal, same func(a, b T) bool) *cor
 		c.table = make([]uint64, tableSize(n))
 	}
 	for j := range c.idx {
-		c.idx[j] = newIndex(n, same)
+		room := n
+		if nsFlags != nil && nsFlags[j] {
+			room = 0 // it starts sole (see markNamespaceIndexes)
+		}
+		c.idx[j] = newIndex(room, same)
 	}
 	if equal != nil {
 		c.copies = make([]T, 0, n)
@@ -578,6 +583,9 @@ func (c *core[T]) materialize(ix *index[T]) {
 	delete(ix.ids, v)
 	ix.vals[0].value = ""
 	ix.freeIDs = append(ix.freeIDs, 0)
+	// As much room as the core has: a Replace made it for every object it stores,
+	// and materializes on the second namespace it meets.
+	ix.reserve(cap(c.objs))
 	ix.grow(len(c.objs))
 	for s := range c.objs {
 		if c.live(s) {

@@ -150,6 +150,15 @@ func (ix *index[T]) grow(n int) {
 	}
 }
 
+// reserve makes room for n slots in the per-slot state, keeping its length.
+func (ix *index[T]) reserve(n int) {
+	if n <= cap(ix.slotVal) {
+		return
+	}
+	ix.slotVal = append(make([]int32, 0, n), ix.slotVal...)
+	ix.slotPos = append(make([]int32, 0, n), ix.slotPos...)
+}
+
 // set makes slot s a member of exactly the given values. values must be free of
 // duplicates. It does nothing when s already has exactly these values in the common
 // single-value case, except dropping the value's snapshot: the slot's object changes.

@@ -163,7 +163,7 @@ func New[T any](cfg Config[T]) *Indexer[T] {
 		equal = func(a, b T) bool { return reflect.DeepEqual(a, b) }
 		same = sameFunc[T]()
 	}
-	x.c = newCore(x.kf, len(names), 0, equal, same)
+	x.c = newCore(x.kf, len(names), 0, nil, equal, same)
 	x.c.markNamespaceIndexes(set.byNamespace)
 	x.cond.L = &x.mu
 	return x
@@ -360,7 +360,7 @@ func (x *Indexer[T]) Replace(objs []T) error {
 
 // build returns a new core holding objs. It runs without the lock.
 func (x *Indexer[T]) build(set *indexSet[T], objs []T, copies []T) (*core[T], error) {
-	nc := newCore(x.kf, len(set.fns), len(objs), x.c.equal, x.c.same)
+	nc := newCore(x.kf, len(set.fns), len(objs), set.byNamespace, x.c.equal, x.c.same)
 	nc.markNamespaceIndexes(set.byNamespace)
 	var buf [4][]string
 	var cp T

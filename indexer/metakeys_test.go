@@ -668,3 +668,32 @@ func TestListedKeysPacked(t *testing.T) {
 		t.Errorf("IndexKeys of 714 keys allocates %v times", n)
 	}
 }
+
+// TestReplaceSizesNamespaceIndexOnce: a Replace whose objects span namespaces starts
+// its namespace index sole and builds the per-object state on the second namespace;
+// that state gets room for every object at once, not grown by doubling as the
+// objects arrive (which left the peak heap of a 100k Replace 2 MB higher).
+func TestReplaceSizesNamespaceIndexOnce(t *testing.T) {
+	x := New(Config[*corev1.ConfigMap]{Indexers: Indexers[*corev1.ConfigMap]{NamespaceIndexName: NamespaceIndex[*corev1.ConfigMap]}})
+	const n = 1000
+	objs := make([]*corev1.ConfigMap, n)
+	for i := range objs {
+		objs[i] = cm(fmt.Sprint("ns-", i%10), fmt.Sprint("cm-", i), nil)
+	}
+	if err := x.Replace(objs); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.validate(); err != nil {
+		t.Fatal(err)
+	}
+	ix := x.c.nsIdx
+	if ix.sole {
+		t.Fatal("the namespace index of 10 namespaces is sole")
+	}
+	if cap(ix.slotVal) != n || cap(ix.slotPos) != n {
+		t.Fatalf("per-object state has room for %d and %d slots, want %d", cap(ix.slotVal), cap(ix.slotPos), n)
+	}
+	if got, _ := x.ByIndex(NamespaceIndexName, "ns-3"); len(got) != n/10 {
+		t.Fatalf("ns-3 holds %d objects, want %d", len(got), n/10)
+	}
+}
