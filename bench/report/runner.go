@@ -55,8 +55,8 @@ type profileRun struct {
 }
 
 // suite returns the phases of a full or a short run. The -benchtime of each
-// benchmark is chosen so that the full suite fits in 15 minutes on a 2-core
-// machine (5 rounds each) and the short one in 2 minutes (1 round, -short inputs).
+// benchmark is chosen so that the full suite, before the shard and latency phases,
+// fits in about 16 minutes on a 2-core machine (5 rounds each) and the short one in 2 minutes (1 round, -short inputs).
 func suite(short bool) ([]phase, []profileRun) {
 	rounds := 5
 	fast, addAfter, heavy, reconcile := "300ms", "1000000x", "3x", "3x"
