@@ -89,41 +89,50 @@ func fifoClientgoAtomic() fifoQueue {
 	}
 }
 
+// fifoImpls are the queues the throughput benchmarks compare: ctrlkit's, client-go's
+// RealFIFO as informers build it without the AtomicFIFO feature, and in its atomic mode.
+var fifoImpls = []struct {
+	name string
+	new  func() fifoQueue
+}{
+	{"ctrlkit", func() fifoQueue { return fifoCtrlkit(idxCtrlkit()) }},
+	{"client-go", func() fifoQueue { return fifoClientgo(idxClientgo()) }},
+	{"client-go-atomic", fifoClientgoAtomic},
+}
+
 // BenchmarkDeltaFIFOThroughput moves b.N Added deltas from a producer goroutine to a
 // consumer goroutine; ns/op is per delta.
 func BenchmarkDeltaFIFOThroughput(b *testing.B) {
 	idxBenchObjs()
-	for _, impl := range []struct {
-		name string
-		new  func() fifoQueue
-	}{
-		{"ctrlkit", func() fifoQueue { return fifoCtrlkit(idxCtrlkit()) }},
-		{"client-go", func() fifoQueue { return fifoClientgo(idxClientgo()) }},
-		{"client-go-atomic", fifoClientgoAtomic},
-	} {
+	for _, impl := range fifoImpls {
 		b.Run("impl="+impl.name, func(b *testing.B) {
-			b.ReportAllocs()
-			q := impl.new()
-			var wg sync.WaitGroup
-			b.ResetTimer()
-			wg.Go(func() {
-				for i := range b.N {
-					if err := q.add(idxBaseObjs[i%idxObjects]); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-			for got := 0; got < b.N; {
-				if err := q.pop(func(n int) { got += n }); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.StopTimer()
-			wg.Wait()
-			q.close()
+			fifoRun(b, impl.new(), idxObjects)
 		})
 	}
+}
+
+// fifoRun adds b.N deltas of the first keys objects, round and round, from a producer
+// goroutine, and pops them all from this one.
+func fifoRun(b *testing.B, q fifoQueue, keys int) {
+	b.ReportAllocs()
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	wg.Go(func() {
+		for i := range b.N {
+			if err := q.add(idxBaseObjs[i%keys]); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	for got := 0; got < b.N; {
+		if err := q.pop(func(n int) { got += n }); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	wg.Wait()
+	q.close()
 }
 
 // BenchmarkDeltaFIFOHotKeys is BenchmarkDeltaFIFOThroughput with the b.N deltas over
@@ -132,35 +141,9 @@ func BenchmarkDeltaFIFOThroughput(b *testing.B) {
 func BenchmarkDeltaFIFOHotKeys(b *testing.B) {
 	idxBenchObjs()
 	for _, keys := range []int{1, 10, 1000} {
-		for _, impl := range []struct {
-			name string
-			new  func() fifoQueue
-		}{
-			{"ctrlkit", func() fifoQueue { return fifoCtrlkit(idxCtrlkit()) }},
-			{"client-go", func() fifoQueue { return fifoClientgo(idxClientgo()) }},
-			{"client-go-atomic", fifoClientgoAtomic},
-		} {
+		for _, impl := range fifoImpls {
 			b.Run(fmt.Sprintf("keys=%d/impl=%s", keys, impl.name), func(b *testing.B) {
-				b.ReportAllocs()
-				q := impl.new()
-				var wg sync.WaitGroup
-				b.ResetTimer()
-				wg.Go(func() {
-					for i := range b.N {
-						if err := q.add(idxBaseObjs[i%keys]); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				})
-				for got := 0; got < b.N; {
-					if err := q.pop(func(n int) { got += n }); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.StopTimer()
-				wg.Wait()
-				q.close()
+				fifoRun(b, impl.new(), keys)
 			})
 		}
 	}
