@@ -166,6 +166,7 @@ type Controller[K comparable] struct {
 	queue   *workqueue.Queue[K]
 	log     logr.Logger
 	metrics Metrics
+	timed   bool // reconciles are timed: a Metrics wants their durations
 
 	mu      sync.Mutex
 	sources []Source[K] // appended by Watch until started
@@ -212,6 +213,8 @@ func New[K comparable](r Reconciler[K], cfg Config[K]) *Controller[K] {
 	}
 	if c.metrics == nil {
 		c.metrics = noMetrics{}
+	} else {
+		c.timed = true
 	}
 	if cfg.Restrictable {
 		for range cfg.Workers {
@@ -444,9 +447,17 @@ func (c *Controller[K]) process(parent context.Context, key K, slot *writeSlot, 
 	if c.ryw != nil {
 		slot.begin()
 	}
-	start := time.Now()
+	// The clock is read only for whoever uses the duration: a clock read costs 30 to
+	// 55 ns on some virtual machines, more than the rest of a no-op reconcile's loop.
+	var start time.Time
+	if c.timed || c.ryw != nil {
+		start = time.Now()
+	}
 	res, err, panicked := c.call(ctx, key)
-	took := time.Since(start)
+	var took time.Duration
+	if !start.IsZero() {
+		took = time.Since(start)
+	}
 	cancel()
 	if c.ryw != nil {
 		if writes := slot.end(); len(writes) > 0 {

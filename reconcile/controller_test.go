@@ -66,6 +66,31 @@ func TestRetryBackoffThenForget(t *testing.T) {
 	})
 }
 
+// TestMetricsGetReconcileDurations: a controller with Metrics times its reconciles
+// (one without reads no clock for them).
+func TestMetricsGetReconcileDurations(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder(func(context.Context, string, int) (Result, error) {
+			time.Sleep(3 * time.Second)
+			return Result{}, nil
+		})
+		m := &countingMetrics{}
+		c := New[string](rec, Config[string]{Metrics: m})
+		c.Watch(newKeySource("a", "b"))
+		stop := run(t, c)
+		time.Sleep(time.Minute)
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		if got := m.outcomes[Succeeded].Load(); got != 2 {
+			t.Fatalf("successes = %d, want 2", got)
+		}
+		if got := time.Duration(m.took.Load()); got != 6*time.Second {
+			t.Errorf("durations reported sum to %v, want 6s", got)
+		}
+	})
+}
+
 func TestRequeueAfter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := newRecorder(func(_ context.Context, _ string, n int) (Result, error) {

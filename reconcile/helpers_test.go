@@ -113,13 +113,15 @@ type countingMetrics struct {
 	panics   atomic.Int64
 	srcPanic atomic.Int64
 	outcomes [4]atomic.Int64
+	took     atomic.Int64 // the durations ReconcileFinished was given, summed
 }
 
 func (m *countingMetrics) Workers(n int)     { m.workers.Store(int64(n)) }
 func (m *countingMetrics) ReconcileStarted() { m.active.Add(1) }
 func (m *countingMetrics) Panicked()         { m.panics.Add(1) }
 func (m *countingMetrics) SourcePanicked()   { m.srcPanic.Add(1) }
-func (m *countingMetrics) ReconcileFinished(o Outcome, _ time.Duration) {
+func (m *countingMetrics) ReconcileFinished(o Outcome, took time.Duration) {
+	m.took.Add(int64(took))
 	m.active.Add(-1)
 	m.outcomes[o].Add(1)
 }
