@@ -395,7 +395,8 @@ func envInt(t *testing.T, name string, def int) int {
 // its ledger shows no key reconciled by two replicas at once, no reconcile of
 // a key outside the slots its replica held, no slot granted while another
 // replica held it, and no slot without a holder for longer than the lease
-// duration + 2 s. At the end every ConfigMap is reconciled at its last change.
+// duration + 2 renewal rounds + 2 s. At the end every ConfigMap is reconciled at
+// its last change.
 //
 // The package's kube-apiserver runs without the ShardedListAndWatch gate, so
 // every replica's informer filters its shard itself (the fallback).
@@ -425,7 +426,12 @@ func shardedProcesses(t *testing.T, env *testenv.Env, objects, changes int) {
 	const (
 		settleQuiet   = 4 * renewPeriod // no slot moved for this long: the split is at rest
 		settleTimeout = 30 * time.Second
-		ownerlessMax  = leaseDuration + 2*time.Second
+		// A killed replica's Lease runs out at most a lease duration after the kill;
+		// a member notices on its next round and holds the slot after one more; the
+		// 2 s beyond are API and scheduling latency with a dozen race-built replica
+		// processes, the API server and etcd on 2 cores (a CI run, with another e2e
+		// package beside it, measured 5.1 s).
+		ownerlessMax = leaseDuration + 2*renewPeriod + 2*time.Second
 	)
 	began := time.Now()
 	ctx := t.Context()
@@ -639,7 +645,7 @@ func shardedProcesses(t *testing.T, env *testenv.Env, objects, changes int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.worstOwnerless > ownerlessMax {
-		t.Fatalf("a slot was without a holder for %v (%s), more than the lease duration + 2 s (%v)", l.worstOwnerless.Round(time.Millisecond), l.worstCause, ownerlessMax)
+		t.Fatalf("a slot was without a holder for %v (%s), more than the lease duration + 2 renewal rounds + 2 s (%v)", l.worstOwnerless.Round(time.Millisecond), l.worstCause, ownerlessMax)
 	}
 	total := 0
 	for _, n := range l.reconciles {
