@@ -641,6 +641,32 @@ func BenchmarkIndexerReads(b *testing.B) {
 	}
 }
 
+// BenchmarkIndexerListKeysOnce times the first ListKeys of a freshly filled store of
+// 100k objects (a store listed once, say at start-up): ctrlkit builds every key from
+// its object (it keeps the keys from a second listing on, which the listkeys row of
+// BenchmarkIndexerReads measures), client-go copies the keys it stores. Each store is
+// filled and the heap collected with the timer stopped.
+func BenchmarkIndexerListKeysOnce(b *testing.B) {
+	idxBenchObjs()
+	for _, impl := range []struct {
+		name string
+		new  func() idxReader
+	}{{"ctrlkit", idxCtrlkitReader}, {"client-go", idxClientgoReader}} {
+		b.Run("impl="+impl.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				r := impl.new()
+				runtime.GC()
+				b.StartTimer()
+				if n := r.listKeys(); n != idxObjects {
+					b.Fatalf("listed %d keys, want %d", n, idxObjects)
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkIndexerMemory reports the heap retained by a store of 100k objects, per
 // object, not counting the objects themselves (they are allocated before).
 // "ctrlkit-snapshots" also reads every value of both indexes with ByIndex once, so

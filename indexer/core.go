@@ -4,6 +4,7 @@ import (
 	"hash/maphash"
 	"math/bits"
 	"slices"
+	"sync"
 	"unsafe"
 )
 
@@ -51,6 +52,8 @@ type core[T any] struct {
 	free    []int32
 	idx     []*index[T]
 	nsIdx   *index[T]
+	// listed keeps the keys ListKeys built, while keys are derived; see listKeys.
+	listed listedKeys
 
 	copies []T
 	// mutated collects keys whose objects were found changed when they left the
@@ -159,6 +162,99 @@ func (k *keyBuf) join(ns, name string) string {
 	key := unsafe.String(&k.b[0], n)
 	k.b = k.b[n:]
 	return key
+}
+
+// listedKeys keeps, by slot, the keys a listing built, so that the next listing
+// builds only the keys of objects stored since: listing a large store again and
+// again then allocates no key bytes, only the slice it returns. A store listed once
+// pays nothing: the keys are kept from the second listing on. They are dropped once
+// more than half the store has left since the last listing (keeping them then costs
+// more memory than it saves work; the next listing keeps none again) and when the
+// store is compacted.
+//
+// mu guards it for the readers of a listing, which hold the Indexer's read lock
+// (lock order: Indexer.mu, then mu); writers hold the write lock and change it
+// without mu.
+type listedKeys struct {
+	mu sync.Mutex
+	// again is set by a listing: the next one keeps the keys it builds.
+	again bool
+	keys  []string // by slot; "" where none is kept
+	n     int      // non-empty keys
+	// live is the bytes of the kept keys, dead those of keys dropped since their
+	// chunks were made: bytes their chunks' other keys keep reachable. The keys are
+	// built anew once dead exceeds live, so they keep at most twice their bytes.
+	live, dead int
+	// gone counts the kept keys dropped since the last listing.
+	gone int
+}
+
+// reset drops the kept keys and lets their memory go.
+func (l *listedKeys) reset() {
+	l.keys, l.n, l.live, l.dead, l.gone = nil, 0, 0, 0, 0
+}
+
+// forget drops the kept key of slot s, which is leaving the store, and every kept
+// key once most of the store has left since the last listing. Called by writers.
+func (c *core[T]) forget(s int32) {
+	l := &c.listed
+	if int(s) >= len(l.keys) || l.keys[s] == "" {
+		return
+	}
+	n := len(l.keys[s])
+	l.keys[s] = ""
+	l.n--
+	l.live -= n
+	l.dead += n
+	l.gone++
+	if l.gone > c.count/2 {
+		l.reset()
+		l.again = false
+	}
+}
+
+// listKeys returns the key of every live slot, with derived keys, keeping those it
+// builds for the next call unless it is the first. The caller holds the Indexer's
+// read or write lock.
+func (c *core[T]) listKeys() []string {
+	l := &c.listed
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]string, 0, c.count)
+	if !l.again {
+		l.again = true
+		kb := keyBuf{left: c.count}
+		for s := range c.objs {
+			if c.live(s) {
+				out = append(out, kb.join(c.nsAt(int32(s)), c.nameAt(int32(s))))
+			}
+		}
+		return out
+	}
+	if l.dead > l.live {
+		l.reset()
+	}
+	if len(l.keys) < len(c.objs) {
+		l.keys = append(l.keys, make([]string, len(c.objs)-len(l.keys))...)
+	}
+	l.gone = 0
+	kb := keyBuf{left: c.count - l.n}
+	for s := range c.objs {
+		if !c.live(s) {
+			continue
+		}
+		k := l.keys[s]
+		if k == "" {
+			k = kb.join(c.nsAt(int32(s)), c.nameAt(int32(s)))
+			if k != "" {
+				l.keys[s] = k
+				l.n++
+				l.live += len(k)
+			}
+		}
+		out = append(out, k)
+	}
+	return out
 }
 
 // keyInto returns the key of live slot s, built in kb when it is not stored.
@@ -678,6 +774,7 @@ func (c *core[T]) removeSlot(s int32) {
 		c.keys[s] = ""
 	} else {
 		c.namePtr[s], c.nameLen[s] = nil, 0
+		c.forget(s)
 	}
 	if c.copies != nil {
 		c.copies[s] = zero
@@ -785,6 +882,7 @@ func (c *core[T]) compact() {
 	}
 	c.objs, c.keys, c.copies, c.free = objs, keys, copies, nil
 	c.namePtr, c.nameLen = namePtr, nameLen
+	c.listed.reset()
 	// Renumber the cells, then shrink the table to the live count.
 	for i, x := range c.table {
 		if x != 0 {

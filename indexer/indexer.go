@@ -682,15 +682,22 @@ func (x *Indexer[T]) List() []T {
 	return out
 }
 
-// ListKeys returns the key of every stored object, in no particular order.
+// ListKeys returns the key of every stored object, in no particular order. With
+// derived keys (MetaKey), a store listed more than once keeps the keys it built, so
+// that a listing builds only the keys of objects stored since the last: a store that
+// is listed again and again allocates about what one with stored keys does. The kept
+// keys cost about their bytes plus 16 bytes an object, and are dropped once more than
+// half the store has left between two listings.
 func (x *Indexer[T]) ListKeys() []string {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
+	if x.c.keys == nil {
+		return x.c.listKeys()
+	}
 	out := make([]string, 0, x.c.len())
-	kb := keyBuf{left: x.c.len()}
-	for s := range x.c.objs {
+	for s, k := range x.c.keys {
 		if x.c.live(s) {
-			out = append(out, x.c.keyInto(int32(s), &kb))
+			out = append(out, k)
 		}
 	}
 	return out

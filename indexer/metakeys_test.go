@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -660,8 +661,15 @@ func TestListedKeysPacked(t *testing.T) {
 		t.Fatal("keys of an earlier ListKeys changed under later listings")
 	}
 
-	// About 130 KB of keys: a few chunks of keyChunk bytes, the long key, the slice.
-	if n := testing.AllocsPerRun(5, func() { x.ListKeys() }); n > 16 {
+	// About 130 KB of keys: a few chunks of keyChunk bytes, the long key, the slice
+	// (a first listing, which builds every key and keeps none).
+	if n := testing.AllocsPerRun(5, func() {
+		x.mu.Lock()
+		x.c.listed.reset()
+		x.c.listed.again = false
+		x.mu.Unlock()
+		x.ListKeys()
+	}); n > 16 {
 		t.Errorf("ListKeys of %d keys allocates %v times", len(want), n)
 	}
 	if n := testing.AllocsPerRun(5, func() { x.IndexKeys(NamespaceIndexName, "namespace-2") }); n > 3 {
@@ -695,5 +703,215 @@ func TestReplaceSizesNamespaceIndexOnce(t *testing.T) {
 	}
 	if got, _ := x.ByIndex(NamespaceIndexName, "ns-3"); len(got) != n/10 {
 		t.Fatalf("ns-3 holds %d objects, want %d", len(got), n/10)
+	}
+}
+
+// TestListKeysKeepsKeys: ListKeys keeps the keys it builds, so that listing again
+// allocates only the returned slice and builds only the keys of objects stored since;
+// the kept keys follow deletes, adds and updates, are dropped when most of the store
+// leaves between listings, and never pin more dead bytes than live ones.
+func TestListKeysKeepsKeys(t *testing.T) {
+	x := New(Config[*corev1.ConfigMap]{Indexers: Indexers[*corev1.ConfigMap]{NamespaceIndexName: NamespaceIndex[*corev1.ConfigMap]}})
+	want := map[string]bool{}
+	next := 0
+	add := func(ns string) {
+		t.Helper()
+		name := fmt.Sprint("cm-", next, strings.Repeat("y", next%23))
+		next++
+		if err := x.Add(cm(ns, name, nil)); err != nil {
+			t.Fatal(err)
+		}
+		want[joinMetaKey(ns, name)] = true
+	}
+	del := func(key string) {
+		t.Helper()
+		ns, name, _ := strings.Cut(key, "/")
+		if name == "" {
+			ns, name = "", ns
+		}
+		if err := x.Delete(cm(ns, name, nil)); err != nil {
+			t.Fatal(err)
+		}
+		delete(want, key)
+	}
+	list := func(what string) []string {
+		t.Helper()
+		keys := x.ListKeys()
+		if len(keys) != len(want) {
+			t.Fatalf("%s: %d keys, want %d", what, len(keys), len(want))
+		}
+		seen := map[string]bool{}
+		for _, k := range keys {
+			if !want[k] || seen[k] {
+				t.Fatalf("%s: unexpected or repeated key %q", what, k)
+			}
+			seen[k] = true
+		}
+		if err := x.validate(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if l := &x.c.listed; l.dead > l.live {
+			t.Fatalf("%s: the kept keys pin %d dead bytes for %d live ones", what, l.dead, l.live)
+		}
+		return keys
+	}
+	for i := range 3000 {
+		ns := fmt.Sprint("team-", i%5)
+		if i%10 == 0 {
+			ns = ""
+		}
+		add(ns)
+	}
+	list("first listing")
+	if l := &x.c.listed; l.keys != nil || !l.again {
+		t.Fatalf("the first listing kept %d keys (again: %v), want none", l.n, l.again)
+	}
+	first := list("second listing")
+	kept := make([]string, len(first))
+	for i, k := range first {
+		kept[i] = strings.Clone(k)
+	}
+	if n := testing.AllocsPerRun(5, func() { x.ListKeys() }); n != 1 {
+		t.Fatalf("listing 3000 kept keys allocates %v times, want 1 (the slice)", n)
+	}
+
+	// Change a tenth of the store: the next listing builds only the new keys.
+	var gone []string
+	for k := range want {
+		if len(gone) == 300 {
+			break
+		}
+		gone = append(gone, k)
+	}
+	for _, k := range gone {
+		del(k)
+	}
+	for i := range 300 {
+		add(fmt.Sprint("team-", i%7))
+	}
+	for k := range want {
+		ns, name, _ := strings.Cut(k, "/")
+		if name != "" && ns == "team-3" {
+			if err := x.Update(cm(ns, name, map[string]string{"v": "2"})); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if l := &x.c.listed; l.n != 2700 {
+		t.Fatalf("%d keys kept after 300 deletes, want 2700", l.n)
+	}
+	list("listing after changes")
+	if n := testing.AllocsPerRun(5, func() { x.ListKeys() }); n != 1 {
+		t.Fatalf("listing again allocates %v times, want 1", n)
+	}
+	if !slices.Equal(first, kept) {
+		t.Fatal("the keys of the first listing changed")
+	}
+
+	// Listings between rounds of churn: dead bytes never exceed live ones (checked by
+	// list), and the cache is rebuilt at least once.
+	rebuilt := false
+	for round := range 12 {
+		n := 0
+		for k := range want {
+			if n == len(want)/4 {
+				break
+			}
+			del(k)
+			n++
+		}
+		for i := range n {
+			add(fmt.Sprint("team-", (round+i)%5))
+		}
+		before := x.c.listed.dead
+		list(fmt.Sprint("churn round ", round))
+		if x.c.listed.dead < before {
+			rebuilt = true
+		}
+	}
+	if !rebuilt {
+		t.Fatal("twelve rounds replacing a quarter of the store never rebuilt the kept keys")
+	}
+
+	// Most of the store leaves without a listing: the kept keys go with it.
+	for k := range want {
+		if len(want) <= 1000 {
+			break
+		}
+		del(k)
+	}
+	if l := &x.c.listed; l.keys != nil || l.n != 0 || l.again {
+		t.Fatalf("after two thirds of the store left unlisted, %d keys are kept (again: %v)", l.n, l.again)
+	}
+	list("listing after the kept keys were dropped")
+	if l := &x.c.listed; l.keys != nil {
+		t.Fatalf("the first listing after a drop kept %d keys", l.n)
+	}
+	list("listing after that")
+	if l := &x.c.listed; l.n != len(want) {
+		t.Fatalf("the second listing after a drop kept %d keys of %d", l.n, len(want))
+	}
+}
+
+// TestListKeysConcurrent: listings from several goroutines share the kept keys while
+// writers change the store (run with -race).
+func TestListKeysConcurrent(t *testing.T) {
+	x := New(Config[*corev1.ConfigMap]{Indexers: Indexers[*corev1.ConfigMap]{NamespaceIndexName: NamespaceIndex[*corev1.ConfigMap]}})
+	const n = 2000
+	for i := range n {
+		if err := x.Add(cm(fmt.Sprint("ns-", i%3), fmt.Sprint("base-", i), nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var writer, listers sync.WaitGroup
+	stop := make(chan struct{})
+	writer.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			o := cm("ns-churn", fmt.Sprint("churn-", i%500), nil)
+			if i%1000 < 500 {
+				_ = x.Add(o)
+			} else {
+				_ = x.Delete(o)
+			}
+		}
+	})
+	errs := make(chan error, 4)
+	for range 4 {
+		listers.Go(func() {
+			for range 50 {
+				keys := x.ListKeys()
+				base := 0
+				seen := make(map[string]bool, len(keys))
+				for _, k := range keys {
+					if seen[k] {
+						errs <- fmt.Errorf("key %q listed twice", k)
+						return
+					}
+					seen[k] = true
+					if !strings.HasPrefix(k, "ns-churn/") {
+						base++
+					}
+				}
+				if base != n || len(keys) > n+500 {
+					errs <- fmt.Errorf("%d keys, %d of the %d fixed ones", len(keys), base, n)
+					return
+				}
+			}
+		})
+	}
+	listers.Wait()
+	close(stop)
+	writer.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if err := x.validate(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -35,6 +35,9 @@ func (x *Indexer[T]) validate() error {
 			return fmt.Errorf("index %q is by namespace, and there is no namespace index", set.names[j])
 		}
 	}
+	if err := c.validateListed(); err != nil {
+		return err
+	}
 	free := make(map[int32]bool, len(c.free))
 	for _, s := range c.free {
 		if free[s] {
@@ -310,4 +313,37 @@ func (ix *index[T]) hasMembership(s, id, pos int32) bool {
 		}
 	}
 	return false
+}
+
+// validateListed checks the keys kept by ListKeys: only with derived keys, each the
+// key of its live slot, and the counts that bound the cache.
+func (c *core[T]) validateListed() error {
+	l := &c.listed
+	if c.keys != nil && l.keys != nil {
+		return fmt.Errorf("ListKeys keeps keys though keys are stored")
+	}
+	if len(l.keys) > len(c.objs) {
+		return fmt.Errorf("%d kept keys for %d slots", len(l.keys), len(c.objs))
+	}
+	n, bytes := 0, 0
+	for s, k := range l.keys {
+		if k == "" {
+			continue
+		}
+		if !c.live(s) {
+			return fmt.Errorf("free slot %d keeps the listed key %q", s, k)
+		}
+		if want := c.keyAt(int32(s)); k != want {
+			return fmt.Errorf("slot %d keeps the listed key %q, its key is %q", s, k, want)
+		}
+		n++
+		bytes += len(k)
+	}
+	if n != l.n || bytes != l.live {
+		return fmt.Errorf("%d kept keys of %d bytes, counted %d of %d", n, bytes, l.n, l.live)
+	}
+	if l.dead < 0 || l.gone < 0 || l.gone > c.count/2+1 {
+		return fmt.Errorf("kept keys: %d dead bytes, %d gone for %d objects", l.dead, l.gone, c.count)
+	}
+	return nil
 }

@@ -59,10 +59,10 @@ type profileRun struct {
 // fits in about 16 minutes on a 2-core machine (5 rounds each) and the short one in 2 minutes (1 round, -short inputs).
 func suite(short bool) ([]phase, []profileRun) {
 	rounds := 5
-	fast, addAfter, heavy, reconcile := "300ms", "1000000x", "3x", "3x"
+	fast, addAfter, heavy, reconcile, once := "300ms", "1000000x", "3x", "3x", "10x"
 	if short {
 		rounds = 1
-		fast, addAfter, heavy, reconcile = "100ms", "100000x", "1x", "1x"
+		fast, addAfter, heavy, reconcile, once = "100ms", "100000x", "1x", "1x", "2x"
 	}
 	one := func(bench, benchtime string) invocation { return invocation{bench, benchtime} }
 	phases := []phase{
@@ -80,6 +80,7 @@ func suite(short bool) ([]phase, []profileRun) {
 			one("^BenchmarkIndexerReplace$", heavy),
 			one("^BenchmarkIndexerMemory$", "1x"),
 			one("^BenchmarkIndexerReads$", fast),
+			one("^BenchmarkIndexerListKeysOnce$", once),
 		}},
 		{name: "deltafifo", bin: binRoot, runs: []invocation{
 			one("^BenchmarkDeltaFIFOThroughput$", fast),
