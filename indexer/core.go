@@ -519,9 +519,9 @@ func (c *core[T]) resize(size int) {
 
 // unlink removes live slot s from the table, shifting back the cells after it so
 // that no probe sequence breaks. It must run while slot s still holds its object.
-func (c *core[T]) unlink(s int32) {
+func (c *core[T]) unlink(s int32, h uint64) {
 	mask := uint64(len(c.table) - 1)
-	i := uint64(uint32(c.hashAt(s)>>32)) & mask
+	i := uint64(uint32(h>>32)) & mask
 	for n := 0; cellSlot(c.table[i]) != s; n++ {
 		if c.table[i] == 0 || n > len(c.table) {
 			// Not where its key hashes: the object's name or namespace was changed in
@@ -648,7 +648,7 @@ func (c *core[T]) soleAdmits(ix *index[T], ns string) bool {
 func (ix *index[T]) resole() {
 	ix.sole = true
 	ix.ids = make(map[string]int32)
-	ix.vals, ix.freeIDs, ix.multi = nil, nil, nil
+	ix.vals, ix.freeIDs, ix.multi, ix.freeMulti = nil, nil, nil, nil
 	ix.slotVal, ix.slotPos = nil, nil
 }
 
@@ -757,10 +757,14 @@ func (c *core[T]) alloc(k keyRef, obj, cp T) int32 {
 	return s
 }
 
-func (c *core[T]) removeSlot(s int32) {
+func (c *core[T]) removeSlot(s int32) { c.removeSlotHashed(s, c.hashAt(s)) }
+
+// removeSlotHashed is removeSlot of the slot found by a lookup of a key whose hash
+// is h, which it does not compute again.
+func (c *core[T]) removeSlotHashed(s int32, h uint64) {
 	c.checkLeaving(s)
 	// Unlink first: the key of s may be read from the namespace index.
-	c.unlink(s)
+	c.unlink(s, h)
 	for _, ix := range c.idx {
 		if ix.sole {
 			ix.soleLeave(c.count == 1)

@@ -15,7 +15,9 @@ import "sync/atomic"
 //     a value with no members left is deleted from ids and its id goes to freeIDs.
 //   - slot s is a member of value id at position p iff vals[id].members[p] == s and
 //     either slotVal[s] == id && slotPos[s] == p (the single-value case) or slotVal[s]
-//     == multiValue and multi[s] holds {id, p}.
+//     == multiValue and multi[slotPos[s]] holds {id, p}.
+//   - the entries of multi are those of the multi-valued slots (one each) and those
+//     listed in freeMulti (nil), nothing else.
 //   - slotVal[s] == noValue iff s is indexed under no value (or is a free slot).
 //   - vals[id].snap is nil or holds, in order, the objects of vals[id].members as
 //     they are stored now (see snapshot); every change of the members of id or of the
@@ -30,8 +32,10 @@ type index[T any] struct {
 	slotVal []int32
 	slotPos []int32
 	// multi holds the memberships of slots indexed under two or more values
-	// (slotVal == multiValue).
-	multi map[int32][]membership
+	// (slotVal == multiValue): such a slot's slotPos is its entry in multi. freeMulti
+	// lists the entries no slot uses.
+	multi     [][]membership
+	freeMulti []int32
 
 	// same, set only with the mutation detector on, tells whether two objects are the
 	// same one; drop uses it to find snapshots a caller changed, whose values it
@@ -160,8 +164,8 @@ func (ix *index[T]) reserve(n int) {
 }
 
 // set makes slot s a member of exactly the given values. values must be free of
-// duplicates. It does nothing when s already has exactly these values in the common
-// single-value case, except dropping the value's snapshot: the slot's object changes.
+// duplicates. It does nothing when s already has exactly these values (in any order),
+// except dropping their snapshots: the slot's object changes.
 func (ix *index[T]) set(s int32, values []string) {
 	if len(values) == 1 {
 		ix.setOne(s, values[0])
@@ -170,21 +174,73 @@ func (ix *index[T]) set(s int32, values []string) {
 	if int(s) >= len(ix.slotVal) {
 		ix.grow(int(s) + 1)
 	}
-	ix.clear(s)
-	switch len(values) {
-	case 0:
-	default:
-		ms := make([]membership, len(values))
-		for i, v := range values {
-			id := ix.intern(v)
-			ms[i] = membership{val: id, pos: ix.addMember(id, s)}
+	var ms []membership
+	entry := int32(-1)
+	if ix.slotVal[s] == multiValue {
+		entry = ix.slotPos[s]
+		ms = ix.multi[entry]
+		if ix.holds(ms, values) {
+			for _, m := range ms {
+				ix.drop(m.val)
+			}
+			return
 		}
-		if ix.multi == nil {
-			ix.multi = make(map[int32][]membership)
+		// Leave the old values but keep the entry (and its memory) for the new ones.
+		ix.slotVal[s] = noValue
+		for _, m := range ms {
+			ix.removeMember(m.val, m.pos)
 		}
-		ix.multi[s] = ms
-		ix.slotVal[s] = multiValue
+	} else {
+		ix.clear(s)
 	}
+	if len(values) == 0 {
+		if entry >= 0 {
+			ix.slotPos[s] = 0
+			ix.freeEntry(entry)
+		}
+		return
+	}
+	if cap(ms) < len(values) {
+		ms = make([]membership, len(values))
+	}
+	ms = ms[:len(values)]
+	for i, v := range values {
+		id := ix.intern(v)
+		ms[i] = membership{val: id, pos: ix.addMember(id, s)}
+	}
+	if entry < 0 {
+		if n := len(ix.freeMulti); n > 0 {
+			entry = ix.freeMulti[n-1]
+			ix.freeMulti = ix.freeMulti[:n-1]
+		} else {
+			entry = int32(len(ix.multi))
+			ix.multi = append(ix.multi, nil)
+		}
+	}
+	ix.multi[entry] = ms
+	ix.slotVal[s], ix.slotPos[s] = multiValue, entry
+}
+
+// holds reports whether the memberships ms are exactly of the values (both free of
+// duplicates). Past a few values it gives up (false), and set rebuilds them: the
+// comparison is quadratic.
+func (ix *index[T]) holds(ms []membership, values []string) bool {
+	if len(ms) != len(values) || len(values) > 16 {
+		return false
+	}
+	for _, v := range values {
+		found := false
+		for _, m := range ms {
+			if ix.vals[m.val].value == v {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
 }
 
 // setOne makes slot s a member of exactly the value v, like set with one value.
@@ -212,13 +268,25 @@ func (ix *index[T]) clear(s int32) {
 		ix.slotVal[s] = noValue
 		ix.removeMember(cur, ix.slotPos[s])
 	case cur == multiValue:
-		ms := ix.multi[s]
-		delete(ix.multi, s)
-		ix.slotVal[s] = noValue
+		entry := ix.slotPos[s]
+		ms := ix.multi[entry]
+		ix.slotVal[s], ix.slotPos[s] = noValue, 0
 		for _, m := range ms {
 			ix.removeMember(m.val, m.pos)
 		}
+		ix.freeEntry(entry)
 	}
+}
+
+// freeEntry gives back entry of multi, which no slot uses any more.
+func (ix *index[T]) freeEntry(entry int32) {
+	ix.multi[entry] = nil
+	if len(ix.freeMulti)+1 == len(ix.multi) {
+		// No multi-valued slot left: give the table back.
+		ix.multi, ix.freeMulti = nil, nil
+		return
+	}
+	ix.freeMulti = append(ix.freeMulti, entry)
 }
 
 func (ix *index[T]) intern(v string) int32 {
@@ -274,7 +342,7 @@ func (ix *index[T]) setPos(s, id, pos int32) {
 		ix.slotPos[s] = pos
 		return
 	}
-	ms := ix.multi[s]
+	ms := ix.multi[ix.slotPos[s]]
 	for i := range ms {
 		if ms[i].val == id {
 			ms[i].pos = pos
@@ -301,7 +369,7 @@ func (ix *index[T]) valuesOf(dst []string, s int32) []string {
 	case cur >= 0:
 		dst = append(dst, ix.vals[cur].value)
 	case cur == multiValue:
-		for _, m := range ix.multi[s] {
+		for _, m := range ix.multi[ix.slotPos[s]] {
 			dst = append(dst, ix.vals[m.val].value)
 		}
 	}
@@ -332,12 +400,6 @@ func (ix *index[T]) renumber(remap []int32, n int) {
 			slotPos[ns] = ix.slotPos[s]
 		}
 	}
+	// A multi-valued slot's entry moves with its slotPos.
 	ix.slotVal, ix.slotPos = slotVal, slotPos
-	if len(ix.multi) > 0 {
-		multi := make(map[int32][]membership, len(ix.multi))
-		for s, ms := range ix.multi {
-			multi[remap[s]] = ms
-		}
-		ix.multi = multi
-	}
 }

@@ -233,7 +233,7 @@ func (x *Indexer[T]) Delete(obj T) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if s := x.c.findRef(k); s >= 0 {
-		x.deleteSlotLocked(s)
+		x.deleteSlotLocked(s, k.h)
 	}
 	return nil
 }
@@ -247,14 +247,15 @@ func (x *Indexer[T]) DeleteKey(key string) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if s := x.c.findHashed(key, h); s >= 0 {
-		x.deleteSlotLocked(s)
+		x.deleteSlotLocked(s, h)
 	}
 	return nil
 }
 
-// deleteSlotLocked removes live slot s. It requires mu held exclusively.
-func (x *Indexer[T]) deleteSlotLocked(s int32) {
-	x.c.removeSlot(s)
+// deleteSlotLocked removes live slot s, found by a lookup of a key whose hash is h.
+// It requires mu held exclusively.
+func (x *Indexer[T]) deleteSlotLocked(s int32, h uint64) {
+	x.c.removeSlotHashed(s, h)
 	if x.tracking != nil {
 		x.tracking[s] = tracked{deleted: true}
 	} else if x.c.sparse() {

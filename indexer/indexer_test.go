@@ -349,7 +349,7 @@ func TestChurnDoesNotLeak(t *testing.T) {
 		t.Errorf("%d slots for %d objects", n, live)
 	}
 	for j, ix := range x.c.idx {
-		if len(ix.ids) > 2*live || len(ix.vals) > 2*live+1 || len(ix.multi) > live {
+		if len(ix.ids) > 2*live || len(ix.vals) > 2*live+1 || len(ix.multi)-len(ix.freeMulti) > live || len(ix.multi) > 2*live {
 			t.Errorf("index %d: %d ids, %d value entries, %d multi slots after churn", j, len(ix.ids), len(ix.vals), len(ix.multi))
 		}
 		for i := range ix.vals {
@@ -505,5 +505,71 @@ func TestSwap(t *testing.T) {
 	}
 	if _, _, err := m.Swap(cm("ns", "", nil)); !errors.As(err, new(*KeyError)) {
 		t.Fatalf("Swap of a nameless object: %v, want a KeyError", err)
+	}
+}
+
+// TestUpdateKeepingMultiValues: an update whose object keeps its values of a
+// multi-valued index (in any order) keeps its memberships and their places, and the
+// value lists hand out the new object; one that changes them, or drops them all,
+// moves it, and an index without multi-valued objects left keeps no state for them.
+func TestUpdateKeepingMultiValues(t *testing.T) {
+	x := newItemIndexer()
+	a1 := &item{Key: "a", Tags: []string{"x", "y", "z"}}
+	b := &item{Key: "b", Tags: []string{"y", "z", "w"}}
+	for _, it := range []*item{a1, b} {
+		if err := x.Add(it); err != nil {
+			t.Fatal(err)
+		}
+	}
+	byTag := func(tag string) []*item {
+		t.Helper()
+		objs, err := x.ByIndex("tags", tag)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustValidate(t, x)
+		return objs
+	}
+	if got := byTag("y"); !slices.Equal(got, []*item{a1, b}) {
+		t.Fatalf("y: %v", got)
+	}
+	a2 := &item{Key: "a", Tags: []string{"z", "x", "y"}}
+	if err := x.Update(a2); err != nil {
+		t.Fatal(err)
+	}
+	// Rebuilding a's memberships would have moved it behind b.
+	if got := byTag("y"); !slices.Equal(got, []*item{a2, b}) {
+		t.Fatalf("y after an update keeping a's values: %v, want a2 then b", got)
+	}
+	if got := byTag("x"); !slices.Equal(got, []*item{a2}) {
+		t.Fatalf("x after an update keeping a's values: %v", got)
+	}
+
+	a3 := &item{Key: "a", Tags: []string{"x", "v"}}
+	if err := x.Update(a3); err != nil {
+		t.Fatal(err)
+	}
+	if got := byTag("y"); !slices.Equal(got, []*item{b}) {
+		t.Fatalf("y after a left it: %v", got)
+	}
+	if got := byTag("v"); !slices.Equal(got, []*item{a3}) {
+		t.Fatalf("v: %v", got)
+	}
+	if err := x.Update(&item{Key: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := byTag("x"); len(got) != 0 {
+		t.Fatalf("x after a dropped every tag: %v", got)
+	}
+	if err := x.Delete(b); err != nil {
+		t.Fatal(err)
+	}
+	mustValidate(t, x)
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	for j, ix := range x.c.idx {
+		if ix.multi != nil || ix.freeMulti != nil {
+			t.Errorf("index %d keeps %d multi entries (%d free) with no multi-valued object", j, len(ix.multi), len(ix.freeMulti))
+		}
 	}
 }

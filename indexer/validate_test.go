@@ -270,6 +270,7 @@ func (ix *index[T]) validate(n int, want func(s int) ([]string, bool)) error {
 		return fmt.Errorf("%d ids + %d free ids != %d values", len(ix.ids), len(ix.freeIDs), len(ix.vals))
 	}
 	total := 0
+	entries := make([]bool, len(ix.multi))
 	for s := range n {
 		wantVals, live := want(s)
 		got := ix.valuesOf(nil, int32(s))
@@ -282,8 +283,14 @@ func (ix *index[T]) validate(n int, want func(s int) ([]string, bool)) error {
 			return fmt.Errorf("slot %d indexed under %q, want %q", s, got, wantVals)
 		}
 		total += len(got)
-		if s < len(ix.slotVal) && ix.slotVal[s] == multiValue && len(ix.multi[int32(s)]) < 2 {
-			return fmt.Errorf("slot %d is multi-valued with %d values", s, len(ix.multi[int32(s)]))
+		if s < len(ix.slotVal) && ix.slotVal[s] == multiValue {
+			if e := ix.slotPos[s]; e < 0 || int(e) >= len(ix.multi) || len(ix.multi[e]) < 2 {
+				return fmt.Errorf("slot %d is multi-valued with entry %d of %d", s, e, len(ix.multi))
+			}
+			if entries[ix.slotPos[s]] {
+				return fmt.Errorf("slot %d shares its multi entry %d", s, ix.slotPos[s])
+			}
+			entries[ix.slotPos[s]] = true
 		}
 	}
 	for s := n; s < len(ix.slotVal); s++ {
@@ -293,6 +300,18 @@ func (ix *index[T]) validate(n int, want func(s int) ([]string, bool)) error {
 	}
 	if total != members {
 		return fmt.Errorf("%d memberships counted from slots, %d from values", total, members)
+	}
+	free := make([]bool, len(ix.multi))
+	for _, e := range ix.freeMulti {
+		if e < 0 || int(e) >= len(ix.multi) || free[e] || entries[e] || ix.multi[e] != nil {
+			return fmt.Errorf("free multi entry %d: out of range, listed twice, used or not nil", e)
+		}
+		free[e] = true
+	}
+	for e := range ix.multi {
+		if !entries[e] && !free[e] {
+			return fmt.Errorf("multi entry %d is neither used nor free", e)
+		}
 	}
 	return nil
 }
@@ -307,7 +326,7 @@ func (ix *index[T]) hasMembership(s, id, pos int32) bool {
 	if ix.slotVal[s] != multiValue {
 		return false
 	}
-	for _, m := range ix.multi[s] {
+	for _, m := range ix.multi[ix.slotPos[s]] {
 		if m.val == id {
 			return m.pos == pos
 		}
