@@ -187,6 +187,116 @@ func BenchmarkIndexerAdd(b *testing.B) {
 	}
 }
 
+// idxShape is a store configuration other than the default one of the benchmarks
+// above, as each library's users would write it.
+type idxShape struct {
+	name string
+	// customKey sets a KeyFunc on ctrlkit's side (keys are then stored, not derived);
+	// client-go's key function is always its own MetaNamespaceKeyFunc.
+	customKey bool
+	// labels makes the second index multi-valued: every label as "key=value" (2 an
+	// object) instead of the app label's value.
+	labels bool
+	n      int // objects in the store
+}
+
+func (sh idxShape) appValues(lbls map[string]string) []string {
+	if !sh.labels {
+		return []string{lbls["app"]}
+	}
+	out := make([]string, 0, len(lbls))
+	for k, v := range lbls {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+func (sh idxShape) ctrlkit() idxStore {
+	cfg := indexer.Config[*corev1.ConfigMap]{
+		Indexers: indexer.Indexers[*corev1.ConfigMap]{
+			indexer.NamespaceIndexName: indexer.NamespaceIndex[*corev1.ConfigMap],
+			idxAppIndex: func(cm *corev1.ConfigMap) ([]string, error) {
+				return sh.appValues(cm.Labels), nil
+			},
+		},
+	}
+	if sh.customKey {
+		cfg.KeyFunc = func(cm *corev1.ConfigMap) (string, error) { return cm.Namespace + "/" + cm.Name, nil }
+	}
+	x := indexer.New(cfg)
+	return idxStore{add: x.Add, update: x.Update, del: x.Delete}
+}
+
+func (sh idxShape) clientgo() idxStore {
+	x := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{
+		cache.NamespaceIndex: cache.MetaNamespaceIndexFunc,
+		idxAppIndex: func(obj any) ([]string, error) {
+			m, err := meta.Accessor(obj)
+			if err != nil {
+				return nil, err
+			}
+			return sh.appValues(m.GetLabels()), nil
+		},
+	})
+	return idxStore{
+		add:    func(cm *corev1.ConfigMap) error { return x.Add(cm) },
+		update: func(cm *corev1.ConfigMap) error { return x.Update(cm) },
+		del:    func(cm *corev1.ConfigMap) error { return x.Delete(cm) },
+	}
+}
+
+// BenchmarkIndexerShapes runs the write benchmarks on stores set up otherwise than
+// the default: a custom KeyFunc (ctrlkit then stores the keys), a multi-valued index
+// (every label, 2 an object), and a small store (1k objects). "update" updates the
+// objects to newer versions indexed the same way, and back; "add-delete" adds a new
+// object and deletes it.
+func BenchmarkIndexerShapes(b *testing.B) {
+	idxBenchObjs()
+	for _, sh := range []idxShape{
+		{name: "custom-key", customKey: true, n: idxObjects},
+		{name: "label-index", labels: true, n: idxObjects},
+		{name: "small", n: 1000},
+	} {
+		for _, impl := range []struct {
+			name string
+			new  func() idxStore
+		}{{"ctrlkit", sh.ctrlkit}, {"client-go", sh.clientgo}} {
+			b.Run(sh.name+"/update/impl="+impl.name, func(b *testing.B) {
+				b.ReportAllocs()
+				s := impl.new()
+				idxMustFill(b, s, idxBaseObjs[:sh.n])
+				i := 0
+				for b.Loop() {
+					objs := idxNewerObjs
+					if (i/sh.n)%2 == 1 {
+						objs = idxBaseObjs
+					}
+					if err := s.update(objs[i%sh.n]); err != nil {
+						b.Fatal(err)
+					}
+					i++
+				}
+			})
+			b.Run(sh.name+"/add-delete/impl="+impl.name, func(b *testing.B) {
+				b.ReportAllocs()
+				s := impl.new()
+				idxMustFill(b, s, idxBaseObjs[:sh.n])
+				i := 0
+				for b.Loop() {
+					o := idxExtraObjs[i%sh.n]
+					if err := s.add(o); err != nil {
+						b.Fatal(err)
+					}
+					if err := s.del(o); err != nil {
+						b.Fatal(err)
+					}
+					i++
+				}
+			})
+		}
+	}
+}
+
 // idxCPUTime returns the CPU time the process has used so far (all threads: the
 // benchmark's and the garbage collector's).
 func idxCPUTime() time.Duration {

@@ -76,7 +76,7 @@ func suite(short bool) ([]phase, []profileRun) {
 			one("^BenchmarkWorkqueueWaitingMemory$", "1x"),
 		}},
 		{name: "indexer", bin: binRoot, runs: []invocation{
-			one("^BenchmarkIndexer(Add|Update|UpdateMove|Delete|ByIndex|ByIndexChanging)$", fast),
+			one("^BenchmarkIndexer(Add|Update|UpdateMove|Delete|ByIndex|ByIndexChanging|Shapes)$", fast),
 			one("^BenchmarkIndexerReplace$", heavy),
 			one("^BenchmarkIndexerMemory$", "1x"),
 			one("^BenchmarkIndexerReads$", fast),
