@@ -38,8 +38,11 @@
 //     allocated: keys are hashed and compared from namespace and name (the object's
 //     name string, whose header the store keeps, and its namespace as the namespace
 //     index holds it, or as the object has it when there is no such index), and built
-//     only when returned (ListKeys, IndexKeys, Absent). Reads by key, by object and
-//     through the Lister allocate nothing.
+//     only when returned (ListKeys, IndexKeys, Absent). A store listed with ListKeys
+//     more than once keeps the keys it built (about their bytes plus 16 bytes an
+//     object), so that later listings build only the keys of objects stored since; they
+//     are dropped when more than half the store leaves between two listings. Reads by
+//     key, by object and through the Lister allocate nothing.
 //   - Such an Indexer recognizes NamespaceIndex among its index functions and indexes
 //     the namespace it reads for the key without calling it, so an Update that
 //     only uses it allocates nothing. While every object is in one namespace (an
