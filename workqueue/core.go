@@ -151,6 +151,7 @@ type core[T comparable] struct {
 	lanes     []lane
 	freeLane  int32
 	laneIndex map[laneKey]int32 // every allocated lane but lane 0
+	lastLane  int32             // the lane acquire found or made last (maybe freed since)
 	levels    []level
 
 	sched schedule // pending delayed adds
@@ -552,9 +553,18 @@ func (c *core[T]) acquire(prio int, key string) int32 {
 		c.lanes[0].refs++
 		return 0
 	}
+	// Adds come in runs of one priority and key (an informer's initial list at a
+	// background priority, a namespace's objects): try the last lane first.
+	if l := c.lastLane; int(l) < len(c.lanes) {
+		if ln := &c.lanes[l]; ln.refs > 0 && ln.prio == prio && ln.key == key {
+			ln.refs++
+			return l
+		}
+	}
 	k := laneKey{prio, key}
 	if l, ok := c.laneIndex[k]; ok {
 		c.lanes[l].refs++
+		c.lastLane = l
 		return l
 	}
 	var l int32
@@ -570,6 +580,7 @@ func (c *core[T]) acquire(prio int, key string) int32 {
 	}
 	c.lanes[l] = lane{laneKey: k, head: none, tail: none, rrPrev: none, rrNext: none, refs: 1}
 	c.laneIndex[k] = l
+	c.lastLane = l
 	return l
 }
 

@@ -205,3 +205,24 @@ func TestFairnessReaddedItemKeepsItsKey(t *testing.T) {
 	}
 	checkInvariants(t, q)
 }
+
+// TestLaneReusedForAnotherKey: a lane freed and taken again by another (priority,
+// fairness key) pair is not found for its former pair, though it was the last lane
+// used; items keep their priority and their key's turn.
+func TestLaneReusedForAnotherKey(t *testing.T) {
+	q := New(Config[string]{FairnessKey: byPrefix})
+	defer q.ShutDown()
+	q.AddWithOptions("x/1", AddOptions{Priority: 1})
+	mustGet(t, q, "x/1")
+	q.Done("x/1") // lane (1, x) is freed
+	q.AddWithOptions("y/1", AddOptions{Priority: 2})
+	q.AddWithOptions("x/2", AddOptions{Priority: 1})
+	q.AddWithOptions("y/2", AddOptions{Priority: 2})
+	q.AddWithOptions("z/1", AddOptions{Priority: 3})
+	q.AddWithOptions("x/3", AddOptions{Priority: 1})
+	for _, want := range []string{"z/1", "y/1", "y/2", "x/2", "x/3"} {
+		mustGet(t, q, want)
+		q.Done(want)
+	}
+	checkInvariants(t, q)
+}
