@@ -56,7 +56,7 @@ type profileRun struct {
 
 // suite returns the phases of a full or a short run. The -benchtime of each
 // benchmark is chosen so that the full suite, before the shard and latency phases,
-// fits in about 16 minutes on a 2-core machine (5 rounds each) and the short one in 2 minutes (1 round, -short inputs).
+// fits in about 17 minutes on a 2-core machine (5 rounds each) and the short one in 2 minutes (1 round, -short inputs).
 func suite(short bool) ([]phase, []profileRun) {
 	rounds := 5
 	fast, addAfter, heavy, reconcile, once := "300ms", "1000000x", "3x", "3x", "10x"
