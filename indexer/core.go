@@ -220,33 +220,30 @@ func (c *core[T]) listKeys() []string {
 	l := &c.listed
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := make([]string, 0, c.count)
-	if !l.again {
-		l.again = true
-		kb := keyBuf{left: c.count}
-		for s := range c.objs {
-			if c.live(s) {
-				out = append(out, kb.join(c.nsAt(int32(s)), c.nameAt(int32(s))))
-			}
+	keep := l.again
+	l.again = true
+	if keep {
+		if l.dead > l.live {
+			l.reset()
 		}
-		return out
+		if len(l.keys) < len(c.objs) {
+			l.keys = append(l.keys, make([]string, len(c.objs)-len(l.keys))...)
+		}
+		l.gone = 0
 	}
-	if l.dead > l.live {
-		l.reset()
-	}
-	if len(l.keys) < len(c.objs) {
-		l.keys = append(l.keys, make([]string, len(c.objs)-len(l.keys))...)
-	}
-	l.gone = 0
+	out := make([]string, 0, c.count)
 	kb := keyBuf{left: c.count - l.n}
 	for s := range c.objs {
 		if !c.live(s) {
 			continue
 		}
-		k := l.keys[s]
+		var k string
+		if keep {
+			k = l.keys[s]
+		}
 		if k == "" {
 			k = kb.join(c.nsAt(int32(s)), c.nameAt(int32(s)))
-			if k != "" {
+			if keep && k != "" {
 				l.keys[s] = k
 				l.n++
 				l.live += len(k)
