@@ -580,13 +580,18 @@ func BenchmarkIndexerReplace(b *testing.B) {
 // what its users call: ctrlkit's Indexer and Lister, client-go's Indexer and the
 // generated ConfigMap lister.
 type idxReader struct {
-	get      func(ns, name string) bool               // Lister.Get in a namespace
-	list     func() int                               // every object
-	listKeys func() int                               // every key
-	keys     func(app string) int                     // IndexKeys of one app label value
-	nsList   func(ns string, sel labels.Selector) int // a namespace's objects matching sel
-	sel      func(sel labels.Selector) int            // every object matching sel
-	update   func(*corev1.ConfigMap) error
+	get      func(ns, name string) bool // Lister.Get in a namespace
+	list     func() int                 // every object
+	listKeys func() int                 // every key
+	// listReuse and listKeysReuse list into a slice kept from call to call:
+	// ctrlkit's AppendList and AppendKeys; client-go has no such call, so they are
+	// its List and ListKeys.
+	listReuse     func() int
+	listKeysReuse func() int
+	keys          func(app string) int                     // IndexKeys of one app label value
+	nsList        func(ns string, sel labels.Selector) int // a namespace's objects matching sel
+	sel           func(sel labels.Selector) int            // every object matching sel
+	update        func(*corev1.ConfigMap) error
 }
 
 func idxCtrlkitReader() idxReader {
@@ -595,6 +600,8 @@ func idxCtrlkitReader() idxReader {
 		_ = x.Add(o)
 	}
 	l := indexer.NewLister(x)
+	var objBuf []*corev1.ConfigMap
+	var keyBuf []string
 	return idxReader{
 		get: func(ns, name string) bool {
 			_, err := l.Namespace(ns).Get(name)
@@ -602,6 +609,14 @@ func idxCtrlkitReader() idxReader {
 		},
 		list:     func() int { return len(x.List()) },
 		listKeys: func() int { return len(x.ListKeys()) },
+		listReuse: func() int {
+			objBuf = x.AppendList(objBuf[:0])
+			return len(objBuf)
+		},
+		listKeysReuse: func() int {
+			keyBuf = x.AppendKeys(keyBuf[:0])
+			return len(keyBuf)
+		},
 		keys: func(app string) int {
 			keys, _ := x.IndexKeys(idxAppIndex, app)
 			return len(keys)
@@ -629,8 +644,10 @@ func idxClientgoReader() idxReader {
 			_, err := l.ConfigMaps(ns).Get(name)
 			return err == nil
 		},
-		list:     func() int { return len(x.List()) },
-		listKeys: func() int { return len(x.ListKeys()) },
+		list:          func() int { return len(x.List()) },
+		listKeys:      func() int { return len(x.ListKeys()) },
+		listReuse:     func() int { return len(x.List()) },
+		listKeysReuse: func() int { return len(x.ListKeys()) },
 		keys: func(app string) int {
 			keys, _ := x.IndexKeys(idxAppIndex, app)
 			return len(keys)
@@ -731,6 +748,16 @@ func BenchmarkIndexerReads(b *testing.B) {
 		run("listkeys", func(b *testing.B) {
 			for b.Loop() {
 				check(b, r.listKeys(), idxObjects)
+			}
+		})
+		run("list-reuse", func(b *testing.B) {
+			for b.Loop() {
+				check(b, r.listReuse(), idxObjects)
+			}
+		})
+		run("listkeys-reuse", func(b *testing.B) {
+			for b.Loop() {
+				check(b, r.listKeysReuse(), idxObjects)
 			}
 		})
 		run("indexkeys", func(b *testing.B) {

@@ -213,10 +213,10 @@ func (c *core[T]) forget(s int32) {
 	}
 }
 
-// listKeys returns the key of every live slot, with derived keys, keeping those it
-// builds for the next call unless it is the first. The caller holds the Indexer's
-// read or write lock.
-func (c *core[T]) listKeys() []string {
+// appendKeys appends the key of every live slot to out, with derived keys, keeping
+// those it builds for the next call unless it is the first. The caller holds the
+// Indexer's read or write lock.
+func (c *core[T]) appendKeys(out []string) []string {
 	l := &c.listed
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -231,7 +231,7 @@ func (c *core[T]) listKeys() []string {
 		}
 		l.gone = 0
 	}
-	out := make([]string, 0, c.count)
+	out = slices.Grow(out, c.count)
 	kb := keyBuf{left: c.count - l.n}
 	for s := range c.objs {
 		if !c.live(s) {

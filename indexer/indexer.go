@@ -674,7 +674,21 @@ func (x *Indexer[T]) GetByObject(obj T) (T, bool, error) {
 func (x *Indexer[T]) List() []T {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	out := make([]T, 0, x.c.len())
+	return x.appendListLocked(make([]T, 0, x.c.len()))
+}
+
+// AppendList appends every stored object to dst, in no particular order, and returns
+// the extended slice, which belongs to the caller (the objects themselves remain
+// read-only). It does not allocate when dst has room: a loop that lists the store
+// again and again (a periodic resync, a metrics pass) can reuse one slice, dst[:0].
+func (x *Indexer[T]) AppendList(dst []T) []T {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.appendListLocked(dst)
+}
+
+func (x *Indexer[T]) appendListLocked(out []T) []T {
+	out = slices.Grow(out, x.c.len())
 	for s := range x.c.objs {
 		if x.c.live(s) {
 			out = append(out, x.c.objs[s])
@@ -692,10 +706,25 @@ func (x *Indexer[T]) List() []T {
 func (x *Indexer[T]) ListKeys() []string {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
+	return x.appendKeysLocked(make([]string, 0, x.c.len()))
+}
+
+// AppendKeys appends the key of every stored object to dst, in no particular order,
+// and returns the extended slice, which belongs to the caller. It builds and keeps
+// keys as ListKeys does, and allocates nothing else when dst has room: a loop that
+// lists the keys again and again can reuse one slice, dst[:0], where ListKeys
+// allocates a new one (16 bytes an object) every time.
+func (x *Indexer[T]) AppendKeys(dst []string) []string {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.appendKeysLocked(dst)
+}
+
+func (x *Indexer[T]) appendKeysLocked(out []string) []string {
 	if x.c.keys == nil {
-		return x.c.listKeys()
+		return x.c.appendKeys(out)
 	}
-	out := make([]string, 0, x.c.len())
+	out = slices.Grow(out, x.c.len())
 	for s, k := range x.c.keys {
 		if x.c.live(s) {
 			out = append(out, k)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -914,5 +915,118 @@ func TestListKeysConcurrent(t *testing.T) {
 	}
 	if err := x.validate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestAppendKeysAndList checks that AppendKeys and AppendList keep what dst held,
+// append exactly the stored keys and objects, share ListKeys's kept keys, and, once
+// the keys are kept, allocate nothing when dst has room: with derived keys and with
+// stored ones (a custom KeyFunc).
+func TestAppendKeysAndList(t *testing.T) {
+	for _, derived := range []bool{true, false} {
+		t.Run(fmt.Sprint("derived=", derived), func(t *testing.T) {
+			cfg := Config[*corev1.ConfigMap]{Indexers: Indexers[*corev1.ConfigMap]{NamespaceIndexName: NamespaceIndex[*corev1.ConfigMap]}}
+			keyOf := joinMetaKey
+			if !derived {
+				keyOf = func(ns, name string) string { return "custom:" + ns + ":" + name }
+				cfg.KeyFunc = func(o *corev1.ConfigMap) (string, error) { return keyOf(o.Namespace, o.Name), nil }
+			}
+			x := New(cfg)
+			want := map[string]*corev1.ConfigMap{}
+			for i := range 500 {
+				ns := fmt.Sprint("team-", i%3)
+				if i%7 == 0 {
+					ns = ""
+				}
+				o := cm(ns, fmt.Sprint("cm-", i), nil)
+				if err := x.Add(o); err != nil {
+					t.Fatal(err)
+				}
+				want[keyOf(ns, o.Name)] = o
+			}
+			for i := 0; i < 500; i += 5 {
+				o := cm(fmt.Sprint("team-", i%3), fmt.Sprint("cm-", i), nil)
+				if i%7 == 0 {
+					o.Namespace = ""
+				}
+				if err := x.Delete(o); err != nil {
+					t.Fatal(err)
+				}
+				delete(want, keyOf(o.Namespace, o.Name))
+			}
+			check := func(what string, keys []string, objs []*corev1.ConfigMap) {
+				t.Helper()
+				if len(keys) != len(want)+1 || keys[0] != "dst" {
+					t.Fatalf("%s: %d keys starting %q, want %q and %d stored keys", what, len(keys), keys[0], "dst", len(want))
+				}
+				if len(objs) != len(want)+1 || objs[0] != nil {
+					t.Fatalf("%s: %d objects, want nil and %d stored objects", what, len(objs), len(want))
+				}
+				seen := map[string]bool{}
+				for _, k := range keys[1:] {
+					if want[k] == nil || seen[k] {
+						t.Fatalf("%s: unexpected or repeated key %q", what, k)
+					}
+					seen[k] = true
+				}
+				for _, o := range objs[1:] {
+					k := keyOf(o.Namespace, o.Name)
+					if want[k] != o || !seen[k] {
+						t.Fatalf("%s: object %q is not the stored one or has no key", what, k)
+					}
+					delete(seen, k)
+				}
+				if err := x.validate(); err != nil {
+					t.Fatalf("%s: %v", what, err)
+				}
+			}
+			keys := make([]string, 1, len(want)+1)
+			keys[0] = "dst"
+			objs := make([]*corev1.ConfigMap, 1, len(want)+1)
+			keys = x.AppendKeys(keys)
+			objs = x.AppendList(objs)
+			check("first", keys, objs)
+			if derived && x.c.listed.keys != nil {
+				t.Fatal("the first AppendKeys kept keys, want none (as ListKeys)")
+			}
+			keys = x.AppendKeys(keys[:1])
+			objs = x.AppendList(objs[:1])
+			check("second", keys, objs)
+			if derived && x.c.listed.n != len(want) {
+				t.Fatalf("the second AppendKeys kept %d keys, want %d", x.c.listed.n, len(want))
+			}
+			if n := testing.AllocsPerRun(20, func() {
+				keys = x.AppendKeys(keys[:1])
+				objs = x.AppendList(objs[:1])
+			}); n != 0 {
+				t.Fatalf("AppendKeys and AppendList into slices with room: %v allocations, want 0", n)
+			}
+			check("reused", keys, objs)
+			// A dst without room grows, keeping what it held.
+			keys = x.AppendKeys([]string{"dst"})
+			objs = x.AppendList([]*corev1.ConfigMap{nil})
+			check("grown", keys, objs)
+			// ListKeys and AppendKeys share the kept keys: one built by either is
+			// handed out by both.
+			if derived {
+				o := cm("team-1", "late", nil)
+				if err := x.Add(o); err != nil {
+					t.Fatal(err)
+				}
+				want[keyOf(o.Namespace, o.Name)] = o
+				keys = x.AppendKeys(keys[:1])
+				objs = x.AppendList(objs[:1])
+				check("after an add", keys, objs)
+				if x.c.listed.n != len(want) {
+					t.Fatalf("AppendKeys kept %d keys after an add, want %d", x.c.listed.n, len(want))
+				}
+				lk := x.ListKeys()
+				i := slices.Index(lk, "team-1/late")
+				j := slices.Index(keys, "team-1/late")
+				if i < 0 || j < 0 || unsafe.StringData(lk[i]) != unsafe.StringData(keys[j]) {
+					t.Fatal("ListKeys built the key AppendKeys kept anew")
+				}
+			}
+		})
 	}
 }

@@ -362,8 +362,14 @@ func TestSuite(t *testing.T) {
 		for _, p := range phases {
 			names[p.name] = true
 			want := wantRounds
-			if p.name == "latency" && !short {
+			switch {
+			case short:
+			case p.name == "latency":
 				want = latencyRounds
+			case p.name == "server" || p.name == "shard" || p.name == "resync":
+				want = 5
+			default:
+				want = microRounds
 			}
 			if p.rounds != want {
 				t.Errorf("short=%v: phase %s has %d rounds, want %d", short, p.name, p.rounds, want)

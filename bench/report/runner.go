@@ -56,7 +56,9 @@ type profileRun struct {
 
 // suite returns the phases of a full or a short run. The -benchtime of each
 // benchmark is chosen so that the full suite, before the shard and latency phases,
-// fits in about 17 minutes on a 2-core machine (5 rounds each) and the short one in 2 minutes (1 round, -short inputs).
+// fits in about 27 minutes on a 2-core machine (10 rounds of the in-memory phases,
+// 5 of the others; see fullRounds) and the short one in 2 minutes (1 round, -short
+// inputs).
 func suite(short bool) ([]phase, []profileRun) {
 	rounds := 5
 	fast, addAfter, heavy, reconcile, once := "300ms", "1000000x", "3x", "3x", "10x"
@@ -121,8 +123,8 @@ func suite(short bool) ([]phase, []profileRun) {
 	}
 	for i := range phases {
 		phases[i].rounds = rounds
-		if phases[i].name == "latency" && !short {
-			phases[i].rounds = latencyRounds
+		if !short {
+			phases[i].rounds = fullRounds(phases[i])
 		}
 	}
 	profTime := "2s"
@@ -137,8 +139,30 @@ func suite(short bool) ([]phase, []profileRun) {
 }
 
 // latencyRounds is the latency phase's -count in a full run: 5 rounds, as the
-// other phases, so that its rows get confidence intervals (about 10 minutes).
+// other phases against a control plane, so that its rows get confidence intervals
+// (about 10 minutes).
 const latencyRounds = 5
+
+// microRounds is the rounds of a full run's phases that run in memory, each round
+// in a new process. With 5 rounds the confidence interval of a median is the
+// range of the rounds (93.75%), so one round slowed by a neighbour on the shared
+// machine widens it to that round; with 10, the 95% interval runs from the second
+// smallest to the second largest, and one such round no longer decides it.
+const microRounds = 10
+
+// fullRounds is the rounds of phase p in a full run: microRounds for the phases in
+// memory, 5 for those against a control plane (started and filled once per
+// process, which a round of the in-memory phases is not) and for resync, whose
+// one sample a round takes the length of its run.
+func fullRounds(p phase) int {
+	switch {
+	case p.name == "latency":
+		return latencyRounds
+	case p.inProcess || p.series:
+		return 5
+	}
+	return microRounds
+}
 
 // runner builds the test binaries and runs phases.
 type runner struct {
