@@ -224,6 +224,35 @@ func wqRunAddGetDoneOf[T comparable](b *testing.B, q wqQueueOf[T], producers, wo
 	}
 }
 
+// BenchmarkWorkqueueSerial is the cycle of BenchmarkWorkqueueAddGetDone with 1k keys
+// in one goroutine: Add every key, then Get and Done each, again and again (ns per
+// item). With a producer and a worker of their own, the 1×1 shapes also measure how
+// the Go scheduler places the two goroutines; this is the queue's own cost of the
+// cycle, locks included, without that.
+func BenchmarkWorkqueueSerial(b *testing.B) {
+	keys := wqKeys(1000)
+	for _, impl := range wqImpls {
+		b.Run("impl="+impl.name, func(b *testing.B) {
+			b.ReportAllocs()
+			q := impl.mk()
+			for n := 0; b.Loop(); {
+				if n%len(keys) == 0 {
+					for _, k := range keys {
+						q.add(k)
+					}
+				}
+				item, ok := q.get()
+				if !ok {
+					b.Fatal("the queue shut down")
+				}
+				q.done(item)
+				n++
+			}
+			q.shutDown()
+		})
+	}
+}
+
 // BenchmarkWorkqueueStructItems is BenchmarkWorkqueueAddGetDone with items of type
 // types.NamespacedName, the item controller-runtime queues (its reconcile.Request
 // wraps one), instead of strings: both queues hash and compare a struct of two

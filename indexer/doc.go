@@ -29,8 +29,10 @@
 //     Its capacity equals its length, so an append copies. Snapshots exist only for
 //     values that were read with ByIndex (one T per object), and the mutation
 //     detector reports a caller that changed one. Everything else that returns a
-//     slice (List, ListKeys, IndexKeys, IndexValues, AppendByIndex, the Lister)
-//     returns a fresh one that belongs to the caller.
+//     slice (List, ListKeys, IndexKeys, IndexValues, the Lister) returns a fresh one
+//     that belongs to the caller; AppendByIndex, AppendList and AppendKeys append to
+//     a slice of the caller's and allocate nothing when it has room, so a loop that
+//     reads the store again and again can reuse one.
 //   - Index bookkeeping is tight: a value with no objects left is forgotten, member
 //     lists shrink as values empty, and freed slots are reused or compacted away, so
 //     churning through millions of keys or index values does not grow memory. With

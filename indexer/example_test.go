@@ -166,3 +166,23 @@ func ExampleIndexer_ByIndex() {
 	// true
 	// 2 3
 }
+
+// A loop that lists the whole store again and again (here, a periodic pass) can keep
+// one slice and have AppendKeys refill it, instead of a new one from ListKeys each
+// time.
+func ExampleIndexer_AppendKeys() {
+	pods := indexer.New(indexer.Config[*corev1.Pod]{})
+	_ = pods.Add(pod("default", "web", "node-1"))
+	_ = pods.Add(pod("kube-system", "dns", "node-2"))
+
+	var keys []string
+	for pass := range 2 {
+		keys = pods.AppendKeys(keys[:0])
+		slices.Sort(keys)
+		fmt.Println(pass, keys)
+		_ = pods.Add(pod("default", "db", "node-1"))
+	}
+	// Output:
+	// 0 [default/web kube-system/dns]
+	// 1 [default/db default/web kube-system/dns]
+}

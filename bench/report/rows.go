@@ -65,6 +65,7 @@ var baseRows = []row{
 	{area: "workqueue", title: "dedup-heavy Add: 4 producers × 64 workers × 1k keys", c: "WorkqueueDedup/p4w64k1000", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× throughput (ratio ≤ 0.50)"}},
 	{area: "workqueue", title: "dedup-heavy 4×64×1k", c: "WorkqueueDedup/p4w64k1000", unit: "allocs/op", target: target{kind: absMax, value: 0, text: "0 allocs/op"}},
 	{area: "workqueue", title: "Add/Get/Done 1 producer × 1 worker × 1k keys", c: "WorkqueueAddGetDone/p1w1k1000", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× throughput (ratio ≤ 0.50)"}},
+	{area: "workqueue", title: "Add/Get/Done of 1k keys in one goroutine (Add all, then Get and Done each; ns per item): the queue's own cost of the 1×1 cycle", c: "WorkqueueSerial", unit: "sec/op"},
 	{area: "workqueue", title: "Add/Get/Done 1×1×1k", c: "WorkqueueAddGetDone/p1w1k1000", unit: "allocs/op", target: target{kind: absMax, value: 0, text: "0 allocs/op"}},
 	{area: "workqueue", title: "Add/Get/Done 4 producers × 16 workers × 1k keys", c: "WorkqueueAddGetDone/p4w16k1000", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× throughput (ratio ≤ 0.50)"}},
 	{area: "workqueue", title: "Add/Get/Done 4 producers × 64 workers × 10k keys", c: "WorkqueueAddGetDone/p4w64k10000", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× throughput (ratio ≤ 0.50)"}},
