@@ -43,4 +43,7 @@ type InFlight struct {
 	Total time.Duration
 	// Longest is the largest of those times (0 when Items is 0).
 	Longest time.Duration
+	// Ready is the number of items waiting to be handed out (the depth): those reported
+	// to Added and not yet to Started.
+	Ready int
 }

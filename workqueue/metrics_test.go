@@ -60,6 +60,9 @@ func TestMetricsHooks(t *testing.T) {
 		q.Add("a") // duplicate: not an add
 		time.Sleep(2 * time.Second)
 		q.Add("b")
+		if got := m.inFlight().Ready; got != 2 {
+			t.Fatalf("ready = %d after two adds, want 2", got)
+		}
 		time.Sleep(time.Second)
 		a, _ := q.Get(ctx) // waited 3s
 		time.Sleep(time.Second)
@@ -72,7 +75,7 @@ func TestMetricsHooks(t *testing.T) {
 		q.Done(a) // worked 5s; queued again
 		time.Sleep(time.Second)
 		q.Done(b) // worked 5s
-		if got, want := m.inFlight(), (InFlight{}); got != want {
+		if got, want := m.inFlight(), (InFlight{Ready: 1}); got != want {
 			t.Fatalf("in flight = %+v, want %+v", got, want)
 		}
 		a, _ = q.Get(ctx) // waited 1s since its re-add

@@ -1012,6 +1012,7 @@ func (q *Queue[T]) inFlight() InFlight {
 	q.mu.Lock()
 	q.applyAddsLocked() // so that Metrics has seen every add when it reads this
 	n, total, longest := q.c.inFlight(q.now())
+	ready := q.c.ready
 	q.unlock()
-	return InFlight{Items: n, Total: time.Duration(total), Longest: time.Duration(longest)}
+	return InFlight{Items: n, Total: time.Duration(total), Longest: time.Duration(longest), Ready: ready}
 }

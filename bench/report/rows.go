@@ -75,6 +75,11 @@ var baseRows = []row{
 	{area: "workqueue", title: "Add/Get/Done of NamespacedName items: 4 producers × 4 workers × 1k", c: "WorkqueueStructItems/p4w4k1000", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× throughput (ratio ≤ 0.50)"}},
 	{area: "workqueue", title: "NamespacedName items 4×4×1k", c: "WorkqueueStructItems/p4w4k1000", unit: "allocs/op", target: target{kind: absMax, value: 0, text: "0 allocs/op"}},
 
+	{area: "workqueue", title: "Add/Get/Done with Prometheus metrics on both sides (client-go: a MetricsProvider of client_golang collectors; ctrlkit: workqueue/prommetrics): 1 producer × 1 worker × 1k", c: "WorkqueueMetrics/p1w1k1000", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× throughput (ratio ≤ 0.50)"}},
+	{area: "workqueue", title: "Add/Get/Done with metrics: 4 producers × 4 workers × 1k", c: "WorkqueueMetrics/p4w4k1000", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× throughput (ratio ≤ 0.50)"}},
+	{area: "workqueue", title: "Add/Get/Done with metrics: 4 producers × 16 workers × 10k", c: "WorkqueueMetrics/p4w16k10000", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× throughput (ratio ≤ 0.50)"}},
+	{area: "workqueue", title: "Add/Get/Done with metrics 4×16×10k", c: "WorkqueueMetrics/p4w16k10000", unit: "allocs/op", target: target{kind: absMax, value: 0, text: "0 allocs/op"}},
+
 	// workqueue against controller-runtime's priority queue (issue 19): its own benchmark
 	// shapes, and 1M items drained by 1,000 workers
 	{area: "workqueue", title: "vs controller-runtime priority queue: Add 1k distinct items, then Get/Done each (1 goroutine; ns per 1k)", c: "CRPriorityQueueAddGetDone", base: "controller-runtime", unit: "sec/op", target: target{kind: ratioMax, value: 1.0 / 3, text: "≥3× throughput (ratio ≤ 0.33)"}},

@@ -11,8 +11,9 @@
 //	workqueue_retries_total                      counter    delayed and rate-limited adds
 //
 // Every series has the label name="<queue name>". Histograms use client-go's buckets,
-// 10ns to 10s by powers of ten. The two in-flight gauges are computed when scraped, so no
-// goroutine updates them.
+// 10ns to 10s by powers of ten. The depth and the two in-flight gauges are computed when
+// scraped, from the queues' own counts: no goroutine updates them, and an add or a Get
+// pays no update of a gauge that the other side also writes.
 //
 // Nothing is registered globally: New registers on the Registerer it is given.
 package prommetrics
@@ -42,10 +43,9 @@ var Buckets = prometheus.ExponentialBuckets(10e-9, 10, 10)
 // still in its Add buffer and reports them (see workqueue.Queue), so the scrape counts
 // every add made before it.
 type Metrics struct {
-	depthG                prometheus.Gauge
-	addsC, retriesC       prometheus.Counter
-	latency, work         prometheus.Histogram
-	unfinishedD, longestD *prometheus.Desc
+	addsC, retriesC               prometheus.Counter
+	latency, work                 prometheus.Histogram
+	depthD, unfinishedD, longestD *prometheus.Desc
 
 	mu     sync.Mutex
 	probes []func() workqueue.InFlight
@@ -68,10 +68,8 @@ func New(reg prometheus.Registerer, name string) (*Metrics, error) {
 	}
 	labels := prometheus.Labels{"name": name}
 	m := &Metrics{}
-	m.depthG = prometheus.NewGauge(prometheus.GaugeOpts{
-		Subsystem: "workqueue", Name: "depth", ConstLabels: labels,
-		Help: "Number of items waiting in the workqueue to be handed to a worker.",
-	})
+	m.depthD = prometheus.NewDesc("workqueue_depth",
+		"Number of items waiting in the workqueue to be handed to a worker.", nil, labels)
 	m.addsC = prometheus.NewCounter(prometheus.CounterOpts{
 		Subsystem: "workqueue", Name: "adds_total", ConstLabels: labels,
 		Help: "Number of adds the workqueue took in (adds of an item already waiting are not counted).",
@@ -105,6 +103,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, c := range m.collectors() {
 		c.Describe(ch)
 	}
+	ch <- m.depthD
 	ch <- m.unfinishedD
 	ch <- m.longestD
 }
@@ -112,29 +111,24 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector. It asks the queues for their work in flight
 // before reading the other series, so that the adds the queues apply then are counted.
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
-	total, longest := m.inFlight()
+	total, longest, ready := m.inFlight()
 	for _, c := range m.collectors() {
 		c.Collect(ch)
 	}
+	ch <- prometheus.MustNewConstMetric(m.depthD, prometheus.GaugeValue, float64(ready))
 	ch <- prometheus.MustNewConstMetric(m.unfinishedD, prometheus.GaugeValue, total.Seconds())
 	ch <- prometheus.MustNewConstMetric(m.longestD, prometheus.GaugeValue, longest.Seconds())
 }
 
 func (m *Metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.depthG, m.addsC, m.latency, m.work, m.retriesC}
+	return []prometheus.Collector{m.addsC, m.latency, m.work, m.retriesC}
 }
 
 // Added implements workqueue.Metrics.
-func (m *Metrics) Added() {
-	m.addsC.Inc()
-	m.depthG.Inc()
-}
+func (m *Metrics) Added() { m.addsC.Inc() }
 
 // Started implements workqueue.Metrics.
-func (m *Metrics) Started(waited time.Duration) {
-	m.depthG.Dec()
-	m.latency.Observe(waited.Seconds())
-}
+func (m *Metrics) Started(waited time.Duration) { m.latency.Observe(waited.Seconds()) }
 
 // Finished implements workqueue.Metrics.
 func (m *Metrics) Finished(worked time.Duration) { m.work.Observe(worked.Seconds()) }
@@ -149,7 +143,7 @@ func (m *Metrics) Attach(inFlight func() workqueue.InFlight) {
 	m.mu.Unlock()
 }
 
-func (m *Metrics) inFlight() (total, longest time.Duration) {
+func (m *Metrics) inFlight() (total, longest time.Duration, ready int) {
 	m.mu.Lock()
 	probes := m.probes
 	m.mu.Unlock()
@@ -157,6 +151,7 @@ func (m *Metrics) inFlight() (total, longest time.Duration) {
 		f := p()
 		total += f.Total
 		longest = max(longest, f.Longest)
+		ready += f.Ready
 	}
-	return total, longest
+	return total, longest, ready
 }
