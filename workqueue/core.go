@@ -143,6 +143,7 @@ type core[T comparable] struct {
 	free []int32
 
 	stamps   []stamp // parallel to slots when timing is on, nil otherwise
+	bins     *bins   // the histograms of a Binned Metrics (timing is then on), or nil
 	timing   bool
 	oldest   int32 // in-flight list head (earliest handed out)
 	newest   int32 // in-flight list tail
@@ -856,6 +857,9 @@ func (c *core[T]) pop(now int64) (int32, int64) {
 		waited = now - st.added
 		st.started = now
 		c.startSum += now
+		if c.bins != nil {
+			c.bins.observe(&c.bins.stats.Waited, waited)
+		}
 	}
 	return s, waited
 }
@@ -894,6 +898,9 @@ func (c *core[T]) finish(s int32, now int64) int64 {
 		started := c.stamps[s].started
 		worked = now - started
 		c.startSum -= started
+		if c.bins != nil {
+			c.bins.observe(&c.bins.stats.Worked, worked)
+		}
 	}
 	if e.prev != none {
 		c.e(e.prev).next = e.next

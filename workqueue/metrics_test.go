@@ -140,3 +140,88 @@ func TestMetricsSeeBufferedAdds(t *testing.T) {
 	}
 	checkInvariants(t, q)
 }
+
+// binnedMetrics is a Binned recMetrics: the queue must count and bin instead of calling
+// Added, Started and Finished.
+type binnedMetrics struct {
+	recMetrics
+	stats func(*Stats)
+}
+
+func (m *binnedMetrics) Bounds() []time.Duration {
+	return []time.Duration{time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second}
+}
+func (m *binnedMetrics) AttachStats(f func(*Stats)) { m.stats = f }
+
+// TestBinnedMetrics: with a Binned Metrics the queue counts the adds (buffered ones
+// included, and those of fired delays) and bins the waiting and processing times, through
+// both the ready path of Get and the hand-over to a blocked Get, and reports none of them
+// one by one.
+func TestBinnedMetrics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := &binnedMetrics{}
+		q := New(Config[string]{Metrics: m})
+		ctx := context.Background()
+		if m.stats == nil || m.inFlight == nil {
+			t.Fatal("New did not call AttachStats and Attach")
+		}
+		q.Add("a")
+		q.Add("a")
+		time.Sleep(2 * time.Second)
+		q.Add("b")
+		time.Sleep(time.Second)
+		a, _ := q.Get(ctx) // waited 3s
+		time.Sleep(time.Second)
+		b, _ := q.Get(ctx) // waited 2s
+		time.Sleep(4 * time.Second)
+		q.Add(a)
+		q.Done(a) // worked 5s
+		time.Sleep(time.Second)
+		q.Done(b)         // worked 5s
+		a, _ = q.Get(ctx) // waited 1s
+		q.Done(a)
+		q.AddAfter("c", time.Second)
+		q.AddRateLimited("d")
+		q.AddAfter("e", 0)
+		time.Sleep(time.Second)
+		for range 3 {
+			item, _ := q.Get(ctx) // 1s, 995ms, 0
+			q.Done(item)
+		}
+		got := make(chan string)
+		go func() {
+			item, _ := q.Get(ctx) // blocks; handed "f" at once: waited 0
+			time.Sleep(500 * time.Millisecond)
+			q.Done(item) // worked 500ms
+			got <- item
+		}()
+		synctest.Wait()
+		q.Add("f")
+		<-got
+		q.Add("g") // buffered: counted by the stats function
+
+		var st Stats
+		m.stats(&st)
+		want := Stats{
+			Adds:   8,
+			Waited: Histogram{Buckets: []uint64{2, 3, 1, 1, 0}, Count: 7, Sum: 7*time.Second + 995*time.Millisecond},
+			Worked: Histogram{Buckets: []uint64{4, 1, 0, 0, 2}, Count: 7, Sum: 10*time.Second + 500*time.Millisecond},
+		}
+		if diff := cmp.Diff(want, st); diff != "" {
+			t.Errorf("stats (-want +got):\n%s", diff)
+		}
+		m.stats(&st) // adds to what it is given
+		if st.Adds != 16 || st.Waited.Count != 14 || st.Worked.Buckets[4] != 4 {
+			t.Errorf("a second call gave %+v, want every count doubled", st)
+		}
+		m.mu.Lock()
+		if m.added != 0 || len(m.waited) != 0 || len(m.worked) != 0 || m.retried != 3 {
+			t.Errorf("reported one by one: %d adds, %d waits, %d works, %d retries; want 0, 0, 0, 3", m.added, len(m.waited), len(m.worked), m.retried)
+		}
+		m.mu.Unlock()
+		if r := m.inFlight().Ready; r != 1 {
+			t.Errorf("ready = %d, want 1 (g)", r)
+		}
+		q.ShutDown()
+	})
+}

@@ -141,6 +141,7 @@ type Queue[T comparable] struct {
 	clk      clocked[T] // limiter, if it is a built-in one; nil otherwise
 	keyOf    func(T) string
 	metrics  Metrics
+	binned   bool // metrics is Binned: the core counts adds and bins durations (q.c.bins)
 
 	_ [cacheLine]byte
 
@@ -255,6 +256,11 @@ func New[T comparable](cfg Config[T]) *Queue[T] {
 	q.c.init(q.seed, uint64(aging), keep, cfg.Metrics != nil)
 	if q.metrics != nil {
 		q.metrics.Attach(q.inFlight)
+	}
+	if b, ok := q.metrics.(Binned); ok {
+		q.c.bins = newBins(b.Bounds())
+		q.binned = true
+		b.AttachStats(q.stats)
 	}
 	return q
 }
@@ -446,6 +452,10 @@ const wakeMax = 8
 // unlock releases mu, then wakes the waiters dispatchLocked handed items to, and reports
 // to Metrics.Added the adds that applyAddsLocked made pending while mu was held.
 func (q *Queue[T]) unlock() {
+	if q.binned && q.applied != 0 {
+		q.c.bins.stats.Adds += uint64(q.applied)
+		q.applied = 0
+	}
 	if q.nwake == 0 && q.applied == 0 {
 		q.mu.Unlock()
 		return
@@ -663,8 +673,11 @@ func (q *Queue[T]) pump(rearm bool) {
 			}
 			q.smu.Unlock()
 		}
+		if q.binned {
+			q.c.bins.stats.Adds += uint64(added)
+		}
 		q.unlock()
-		if q.metrics != nil {
+		if q.metrics != nil && !q.binned {
 			for range added {
 				q.metrics.Added()
 			}
@@ -758,7 +771,7 @@ func (q *Queue[T]) Get(ctx context.Context) (T, error) {
 				q.nwait.Add(-1)
 			}
 			q.unlock()
-			if q.metrics != nil {
+			if q.metrics != nil && !q.binned {
 				q.metrics.Started(time.Duration(waited))
 			}
 			return item, nil
@@ -810,7 +823,7 @@ func (q *Queue[T]) Get(ctx context.Context) (T, error) {
 	if res == resShutDown {
 		return zero, ErrShutDown
 	}
-	if q.metrics != nil {
+	if q.metrics != nil && !q.binned {
 		q.metrics.Started(time.Duration(waited))
 	}
 	return item, nil
@@ -868,7 +881,7 @@ func (q *Queue[T]) Done(item T) {
 		q.finishLocked()
 	}
 	q.unlock()
-	if ok && q.metrics != nil {
+	if ok && q.metrics != nil && !q.binned {
 		q.metrics.Finished(time.Duration(worked))
 	}
 }
@@ -1015,4 +1028,16 @@ func (q *Queue[T]) inFlight() InFlight {
 	ready := q.c.ready
 	q.unlock()
 	return InFlight{Items: n, Total: time.Duration(total), Longest: time.Duration(longest), Ready: ready}
+}
+
+// stats adds the queue's counts to *into, for a Binned Metrics (see AttachStats).
+func (q *Queue[T]) stats(into *Stats) {
+	q.mu.Lock()
+	q.applyAddsLocked() // so that the adds buffered before the call are counted
+	if q.applied != 0 {
+		q.c.bins.stats.Adds += uint64(q.applied)
+		q.applied = 0
+	}
+	into.Add(&q.c.bins.stats)
+	q.unlock()
 }

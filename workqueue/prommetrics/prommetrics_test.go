@@ -135,10 +135,12 @@ workqueue_unfinished_work_seconds{name="pods"} 4
 				if h.GetSampleCount() != 2 || h.GetSampleSum() != 5 {
 					t.Errorf("queue duration: %d samples, sum %v; want 2, 5s", h.GetSampleCount(), h.GetSampleSum())
 				}
+				checkBuckets(t, f.GetName(), h, map[float64]uint64{0.1: 0, 1: 0, 10: 2}) // 2s and 3s
 			case "workqueue_work_duration_seconds":
 				if h.GetSampleCount() != 1 || h.GetSampleSum() != 1 {
 					t.Errorf("work duration: %d samples, sum %v; want 1, 1s", h.GetSampleCount(), h.GetSampleSum())
 				}
+				checkBuckets(t, f.GetName(), h, map[float64]uint64{0.1: 0, 1: 1, 10: 1}) // 1s: le is inclusive
 			}
 		}
 
@@ -241,4 +243,54 @@ func ExampleNew() {
 	// Output:
 	// workqueue_adds_total{name="pods"} 2
 	// workqueue_depth{name="pods"} 2
+}
+
+// checkBuckets checks the cumulative counts of some buckets of h, by upper bound, and
+// that h has client-go's ten buckets.
+func checkBuckets(t *testing.T, name string, h *dto.Histogram, want map[float64]uint64) {
+	t.Helper()
+	if n := len(h.GetBucket()); n != len(prommetrics.Buckets) {
+		t.Errorf("%s: %d buckets, want %d", name, n, len(prommetrics.Buckets))
+	}
+	for _, b := range h.GetBucket() {
+		if w, ok := want[b.GetUpperBound()]; ok && b.GetCumulativeCount() != w {
+			t.Errorf("%s: bucket le=%v counts %d, want %d", name, b.GetUpperBound(), b.GetCumulativeCount(), w)
+		}
+	}
+}
+
+// TestDirectCalls: events reported by calling Added, Started and Finished (by a caller
+// other than a queue) are counted in the same series as a queue's own counts.
+func TestDirectCalls(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m, err := prommetrics.New(reg, "direct")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := workqueue.New(workqueue.Config[string]{Metrics: m})
+	defer q.ShutDown()
+	q.Add("x")
+	m.Added()
+	m.Started(50 * time.Millisecond)
+	m.Finished(20 * time.Second)
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		h := f.GetMetric()[0].GetHistogram()
+		switch f.GetName() {
+		case "workqueue_adds_total":
+			if got := f.GetMetric()[0].GetCounter().GetValue(); got != 2 {
+				t.Errorf("adds_total = %v, want 2 (one by the queue, one direct)", got)
+			}
+		case "workqueue_queue_duration_seconds":
+			checkBuckets(t, f.GetName(), h, map[float64]uint64{0.01: 0, 0.1: 1, 10: 1})
+		case "workqueue_work_duration_seconds":
+			if h.GetSampleCount() != 1 || h.GetSampleSum() != 20 {
+				t.Errorf("work duration: %d samples, sum %v; want 1, 20s", h.GetSampleCount(), h.GetSampleSum())
+			}
+			checkBuckets(t, f.GetName(), h, map[float64]uint64{10: 0}) // above every bound
+		}
+	}
 }
