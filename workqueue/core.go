@@ -151,7 +151,11 @@ type core[T comparable] struct {
 
 	lanes     []lane
 	freeLane  int32
-	laneIndex map[laneKey]int32 // every allocated lane but lane 0
+	// keyLanes and prioLanes hold every allocated lane but lane 0: those of priority 0 in keyLanes, by
+	// fairness key (a string-keyed map hashes and compares a key at about half the cost of
+	// a struct key), the others in prioLanes.
+	keyLanes  map[string]int32
+	prioLanes map[laneKey]int32
 	lastLane  int32             // the lane acquire found or made last (maybe freed since)
 	levels    []level
 
@@ -208,7 +212,8 @@ func (c *core[T]) init(seed maphash.Seed, aging uint64, keep int, timing bool) {
 	c.oldest, c.newest = none, none
 	c.lanes = []lane{{head: none, tail: none, rrPrev: none, rrNext: none}}
 	c.freeLane = none
-	c.laneIndex = make(map[laneKey]int32)
+	c.keyLanes = make(map[string]int32)
+	c.prioLanes = make(map[laneKey]int32)
 	c.aging = aging
 }
 
@@ -537,7 +542,8 @@ func (c *core[T]) emptied() {
 		c.free = nil
 		c.lanes = []lane{c.lanes[0]}
 		c.freeLane = none
-		c.laneIndex = make(map[laneKey]int32)
+		c.keyLanes = make(map[string]int32)
+		c.prioLanes = make(map[laneKey]int32)
 		c.sched = schedule{seq: c.sched.seq} // only stale elements are left
 		c.dropMarks()
 		c.high = c.epochPeak
@@ -563,12 +569,18 @@ func (c *core[T]) acquire(prio int, key string) int32 {
 		}
 	}
 	k := laneKey{prio, key}
-	if l, ok := c.laneIndex[k]; ok {
+	var l int32
+	var ok bool
+	if prio == 0 {
+		l, ok = c.keyLanes[key]
+	} else {
+		l, ok = c.prioLanes[k]
+	}
+	if ok {
 		c.lanes[l].refs++
 		c.lastLane = l
 		return l
 	}
-	var l int32
 	if c.freeLane != none {
 		l = c.freeLane
 		c.freeLane = c.lanes[l].rrNext
@@ -580,7 +592,11 @@ func (c *core[T]) acquire(prio int, key string) int32 {
 		c.lanes = append(c.lanes, lane{})
 	}
 	c.lanes[l] = lane{laneKey: k, head: none, tail: none, rrPrev: none, rrNext: none, refs: 1}
-	c.laneIndex[k] = l
+	if prio == 0 {
+		c.keyLanes[key] = l
+	} else {
+		c.prioLanes[k] = l
+	}
 	c.lastLane = l
 	return l
 }
@@ -590,7 +606,11 @@ func (c *core[T]) unref(l int32) {
 	ln := &c.lanes[l]
 	ln.refs--
 	if ln.refs == 0 && l != 0 {
-		delete(c.laneIndex, ln.laneKey)
+		if ln.prio == 0 {
+			delete(c.keyLanes, ln.key)
+		} else {
+			delete(c.prioLanes, ln.laneKey)
+		}
 		*ln = lane{rrNext: c.freeLane}
 		c.freeLane = l
 	}

@@ -242,7 +242,11 @@ func (c *core[T]) check() error {
 			return fmt.Errorf("lane %d (%v): refs %d, %d entries name it", l, ln.laneKey, ln.refs, want)
 		}
 		if l != 0 {
-			if got, ok := c.laneIndex[ln.laneKey]; !ok || got != int32(l) {
+			got, ok := c.prioLanes[ln.laneKey]
+			if ln.prio == 0 {
+				got, ok = c.keyLanes[ln.key]
+			}
+			if !ok || got != int32(l) {
 				return fmt.Errorf("lane %d (%v) not indexed (%d, %v)", l, ln.laneKey, got, ok)
 			}
 		}
@@ -264,8 +268,18 @@ func (c *core[T]) check() error {
 			return fmt.Errorf("lane %d is free but named by %d entries", l, r)
 		}
 	}
-	if len(c.laneIndex) > live {
-		return fmt.Errorf("%d lanes indexed, %d in use", len(c.laneIndex), live)
+	if n := len(c.keyLanes) + len(c.prioLanes); n > live {
+		return fmt.Errorf("%d lanes indexed, %d in use", n, live)
+	}
+	for key, l := range c.keyLanes {
+		if ln := c.lanes[l]; ln.refs == 0 || ln.prio != 0 || ln.key != key {
+			return fmt.Errorf("fairness key %q indexes lane %d (%v, %d refs)", key, l, ln.laneKey, ln.refs)
+		}
+	}
+	for k, l := range c.prioLanes {
+		if ln := c.lanes[l]; ln.refs == 0 || k.prio == 0 || ln.laneKey != k {
+			return fmt.Errorf("%v indexes lane %d (%v, %d refs)", k, l, ln.laneKey, ln.refs)
+		}
 	}
 
 	total := 0
