@@ -8,6 +8,7 @@ package bench
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -88,4 +89,24 @@ func (p cgPromProvider) NewLongestRunningProcessorSecondsMetric(name string) cgw
 }
 func (p cgPromProvider) NewRetriesMetric(name string) cgwq.CounterMetric {
 	return p.counter(name, "retries_total")
+}
+
+// BenchmarkWorkqueueFairness is BenchmarkWorkqueueAddGetDone with ctrlkit's
+// Config.FairnessKey set to the key's namespace (97 namespaces), so that items are handed
+// out round-robin across namespaces. client-go has no such option: its side is its plain
+// queue on the same workload, so the ratio is what the fairness costs against it.
+func BenchmarkWorkqueueFairness(b *testing.B) {
+	namespace := func(key string) string {
+		ns, _, _ := strings.Cut(key[3:], "/") // after the producer's "NN/"
+		return ns
+	}
+	for _, c := range []struct{ p, w, k int }{{1, 1, 1000}, {4, 4, 1000}} {
+		keys := wqOwnedKeys(c.k, c.p)
+		b.Run(fmt.Sprintf("p%dw%dk%d/impl=ctrlkit", c.p, c.w, c.k), func(b *testing.B) {
+			wqRunAddGetDone(b, wqNewCtrlkitWith(workqueue.Config[string]{FairnessKey: namespace}), c.p, c.w, keys)
+		})
+		b.Run(fmt.Sprintf("p%dw%dk%d/impl=clientgo", c.p, c.w, c.k), func(b *testing.B) {
+			wqRunAddGetDone(b, wqNewClientgo(), c.p, c.w, keys)
+		})
+	}
 }

@@ -79,6 +79,8 @@ var baseRows = []row{
 	{area: "workqueue", title: "Add/Get/Done with metrics: 4 producers × 4 workers × 1k", c: "WorkqueueMetrics/p4w4k1000", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× throughput (ratio ≤ 0.50)"}},
 	{area: "workqueue", title: "Add/Get/Done with metrics: 4 producers × 16 workers × 10k", c: "WorkqueueMetrics/p4w16k10000", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× throughput (ratio ≤ 0.50)"}},
 	{area: "workqueue", title: "Add/Get/Done with metrics 4×16×10k", c: "WorkqueueMetrics/p4w16k10000", unit: "allocs/op", target: target{kind: absMax, value: 0, text: "0 allocs/op"}},
+	{area: "workqueue", title: "Add/Get/Done with a FairnessKey (the namespace, 97 of them; client-go has no fairness: its plain queue on the same workload): 1 producer × 1 worker × 1k", c: "WorkqueueFairness/p1w1k1000", unit: "sec/op"},
+	{area: "workqueue", title: "Add/Get/Done with a FairnessKey: 4 producers × 4 workers × 1k", c: "WorkqueueFairness/p4w4k1000", unit: "sec/op"},
 
 	// workqueue against controller-runtime's priority queue (issue 19): its own benchmark
 	// shapes, and 1M items drained by 1,000 workers

@@ -75,7 +75,7 @@ func suite(short bool) ([]phase, []profileRun) {
 			one("^BenchmarkWorkqueueDedup$", fast),
 			one("^BenchmarkWorkqueueStructItems$", fast),
 			one("^BenchmarkWorkqueueSerial$", fast),
-			one("^BenchmarkWorkqueueMetrics$", fast),
+			one("^BenchmarkWorkqueue(Metrics|Fairness)$", fast),
 			one("^BenchmarkWorkqueueAddRateLimited$", fast),
 			one("^BenchmarkWorkqueueWaitingMemory$", "1x"),
 		}},
