@@ -13,7 +13,8 @@ import "time"
 // for different items may arrive out of order across goroutines; implementations must be
 // safe for concurrent use and should only do commutative updates (counters, Inc/Dec,
 // observations). They must not call back into the queue, except for the function handed to
-// Attach.
+// Attach. A Metrics that also implements Binned is not called for Added, Started and
+// Finished: the queue keeps those counts itself (see Binned).
 type Metrics interface {
 	// Added reports that an item became pending: it was neither waiting nor already due to
 	// be re-queued. Adds of an item that is already pending are not reported. This is
