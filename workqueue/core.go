@@ -151,9 +151,9 @@ type core[T comparable] struct {
 
 	lanes    []lane
 	freeLane int32
-	// keyLanes and prioLanes hold every allocated lane but lane 0: those of priority 0 in keyLanes, by
-	// fairness key (a string-keyed map hashes and compares a key at about half the cost of
-	// a struct key), the others in prioLanes.
+	// keyLanes and prioLanes hold every allocated lane but lane 0: those of priority 0
+	// in keyLanes, by fairness key (a string-keyed map hashes and compares a key at about
+	// half the cost of a struct key), the others in prioLanes.
 	keyLanes  map[string]int32
 	prioLanes map[laneKey]int32
 	lastLane  int32 // the lane acquire found or made last (maybe freed since)

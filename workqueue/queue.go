@@ -175,15 +175,20 @@ type Queue[T comparable] struct {
 	amu   sync.Mutex
 	adds  []staged[T]
 	ashut bool
+	// nwait counts the Gets in waiters plus those about to wait: a Get counts itself
+	// before it looks at nadds a last time, and an adder reads nwait after staging, so
+	// that one of the two sees the other and no item is staged while a Get sleeps.
+	nwait atomic.Int32
+
+	_ [cacheLine]byte
+
 	// nadds is 0 iff adds is empty, for lock holders to read without amu. It is written
 	// only when that changes: an atomic store is a full fence, one per batch rather than
-	// one per add. nwait counts the Gets in waiters plus those about to wait: a Get counts
-	// itself before it looks at nadds a last time, and an adder reads nwait after staging,
-	// so that one of the two sees the other and no item is staged while a Get sleeps.
-	nadds atomic.Int32
-	nwait atomic.Int32
-	// staged has bit tag%64 set for the tag of every add in adds (and maybe more); written
-	// under amu, read without it by Done (see Done).
+	// one per add. staged has bit tag%64 set for the tag of every add in adds (and maybe
+	// more); written under amu, read without it by Done (see Done). Both are read by every
+	// Get and Done, and written by adders far less often than amu and adds, which every
+	// add writes: a line of their own spares the readers a cache miss per add.
+	nadds  atomic.Int32
 	staged atomic.Uint64
 
 	_ [cacheLine]byte
