@@ -45,30 +45,25 @@ func BenchmarkWorkqueueMetrics(b *testing.B) {
 // registered on reg, named as client-go's component-base provider names them.
 type cgPromProvider struct{ reg *prometheus.Registry }
 
-func (p cgPromProvider) opts(name, metric string) (string, string, prometheus.Labels) {
-	return "workqueue", metric, prometheus.Labels{"name": name}
-}
-
-func (p cgPromProvider) gauge(name, metric string) prometheus.Gauge {
-	sub, n, l := p.opts(name, metric)
-	g := prometheus.NewGauge(prometheus.GaugeOpts{Subsystem: sub, Name: n, ConstLabels: l, Help: metric})
-	p.reg.MustRegister(g)
-	return g
-}
-
-func (p cgPromProvider) counter(name, metric string) prometheus.Counter {
-	sub, n, l := p.opts(name, metric)
-	c := prometheus.NewCounter(prometheus.CounterOpts{Subsystem: sub, Name: n, ConstLabels: l, Help: metric})
+// register registers c on p's registry and returns it.
+func register[C prometheus.Collector](p cgPromProvider, c C) C {
 	p.reg.MustRegister(c)
 	return c
 }
 
+func (p cgPromProvider) gauge(name, metric string) prometheus.Gauge {
+	return register(p, prometheus.NewGauge(prometheus.GaugeOpts{Subsystem: "workqueue", Name: metric,
+		ConstLabels: prometheus.Labels{"name": name}, Help: metric}))
+}
+
+func (p cgPromProvider) counter(name, metric string) prometheus.Counter {
+	return register(p, prometheus.NewCounter(prometheus.CounterOpts{Subsystem: "workqueue", Name: metric,
+		ConstLabels: prometheus.Labels{"name": name}, Help: metric}))
+}
+
 func (p cgPromProvider) histogram(name, metric string) prometheus.Histogram {
-	sub, n, l := p.opts(name, metric)
-	h := prometheus.NewHistogram(prometheus.HistogramOpts{Subsystem: sub, Name: n, ConstLabels: l, Help: metric,
-		Buckets: prometheus.ExponentialBuckets(10e-9, 10, 10)})
-	p.reg.MustRegister(h)
-	return h
+	return register(p, prometheus.NewHistogram(prometheus.HistogramOpts{Subsystem: "workqueue", Name: metric,
+		ConstLabels: prometheus.Labels{"name": name}, Help: metric, Buckets: prometheus.ExponentialBuckets(10e-9, 10, 10)}))
 }
 
 func (p cgPromProvider) NewDepthMetric(name string) cgwq.GaugeMetric { return p.gauge(name, "depth") }

@@ -457,9 +457,8 @@ const wakeMax = 8
 // unlock releases mu, then wakes the waiters dispatchLocked handed items to, and reports
 // to Metrics.Added the adds that applyAddsLocked made pending while mu was held.
 func (q *Queue[T]) unlock() {
-	if q.binned && q.applied != 0 {
-		q.c.bins.stats.Adds += uint64(q.applied)
-		q.applied = 0
+	if q.binned {
+		q.countAddsLocked()
 	}
 	if q.nwake == 0 && q.applied == 0 {
 		q.mu.Unlock()
@@ -1039,10 +1038,14 @@ func (q *Queue[T]) inFlight() InFlight {
 func (q *Queue[T]) stats(into *Stats) {
 	q.mu.Lock()
 	q.applyAddsLocked() // so that the adds buffered before the call are counted
-	if q.applied != 0 {
-		q.c.bins.stats.Adds += uint64(q.applied)
-		q.applied = 0
-	}
+	q.countAddsLocked()
 	into.Add(&q.c.bins.stats)
 	q.unlock()
+}
+
+// countAddsLocked moves the adds applied since the last count into a Binned Metrics'
+// stats, instead of unlock reporting them to Added. Requires mu held and q.binned.
+func (q *Queue[T]) countAddsLocked() {
+	q.c.bins.stats.Adds += uint64(q.applied)
+	q.applied = 0
 }

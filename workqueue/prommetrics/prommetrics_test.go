@@ -124,25 +124,15 @@ workqueue_unfinished_work_seconds{name="pods"} 4
 			"workqueue_retries_total", "workqueue_unfinished_work_seconds"); err != nil {
 			t.Fatal(err)
 		}
-		fams, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
+		got := gather(t, reg)
+		if h := got["workqueue_queue_duration_seconds"].GetHistogram(); h.GetSampleCount() != 2 || h.GetSampleSum() != 5 {
+			t.Errorf("queue duration: %d samples, sum %v; want 2, 5s", h.GetSampleCount(), h.GetSampleSum())
 		}
-		for _, f := range fams {
-			h := f.GetMetric()[0].GetHistogram()
-			switch f.GetName() {
-			case "workqueue_queue_duration_seconds":
-				if h.GetSampleCount() != 2 || h.GetSampleSum() != 5 {
-					t.Errorf("queue duration: %d samples, sum %v; want 2, 5s", h.GetSampleCount(), h.GetSampleSum())
-				}
-				checkBuckets(t, f.GetName(), h, map[float64]uint64{0.1: 0, 1: 0, 10: 2}) // 2s and 3s
-			case "workqueue_work_duration_seconds":
-				if h.GetSampleCount() != 1 || h.GetSampleSum() != 1 {
-					t.Errorf("work duration: %d samples, sum %v; want 1, 1s", h.GetSampleCount(), h.GetSampleSum())
-				}
-				checkBuckets(t, f.GetName(), h, map[float64]uint64{0.1: 0, 1: 1, 10: 1}) // 1s: le is inclusive
-			}
+		checkBuckets(t, got, "workqueue_queue_duration_seconds", map[float64]uint64{0.1: 0, 1: 0, 10: 2}) // 2s and 3s
+		if h := got["workqueue_work_duration_seconds"].GetHistogram(); h.GetSampleCount() != 1 || h.GetSampleSum() != 1 {
+			t.Errorf("work duration: %d samples, sum %v; want 1, 1s", h.GetSampleCount(), h.GetSampleSum())
 		}
+		checkBuckets(t, got, "workqueue_work_duration_seconds", map[float64]uint64{0.1: 0, 1: 1, 10: 1}) // 1s: le is inclusive
 
 		q.Done(b)
 		if got := gaugeValue(t, reg, "workqueue_unfinished_work_seconds"); got != 0 {
@@ -245,10 +235,25 @@ func ExampleNew() {
 	// workqueue_depth{name="pods"} 2
 }
 
-// checkBuckets checks the cumulative counts of some buckets of h, by upper bound, and
-// that h has client-go's ten buckets.
-func checkBuckets(t *testing.T, name string, h *dto.Histogram, want map[float64]uint64) {
+// gather returns the first series of every metric family reg gathers, by name.
+func gather(t *testing.T, reg *prometheus.Registry) map[string]*dto.Metric {
 	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]*dto.Metric{}
+	for _, f := range fams {
+		got[f.GetName()] = f.GetMetric()[0]
+	}
+	return got
+}
+
+// checkBuckets checks the cumulative counts of some buckets of the histogram name, by
+// upper bound, and that it has client-go's ten buckets.
+func checkBuckets(t *testing.T, got map[string]*dto.Metric, name string, want map[float64]uint64) {
+	t.Helper()
+	h := got[name].GetHistogram()
 	if n := len(h.GetBucket()); n != len(prommetrics.Buckets) {
 		t.Errorf("%s: %d buckets, want %d", name, n, len(prommetrics.Buckets))
 	}
@@ -273,24 +278,13 @@ func TestDirectCalls(t *testing.T) {
 	m.Added()
 	m.Started(50 * time.Millisecond)
 	m.Finished(20 * time.Second)
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	got := gather(t, reg)
+	if v := got["workqueue_adds_total"].GetCounter().GetValue(); v != 2 {
+		t.Errorf("adds_total = %v, want 2 (one by the queue, one direct)", v)
 	}
-	for _, f := range fams {
-		h := f.GetMetric()[0].GetHistogram()
-		switch f.GetName() {
-		case "workqueue_adds_total":
-			if got := f.GetMetric()[0].GetCounter().GetValue(); got != 2 {
-				t.Errorf("adds_total = %v, want 2 (one by the queue, one direct)", got)
-			}
-		case "workqueue_queue_duration_seconds":
-			checkBuckets(t, f.GetName(), h, map[float64]uint64{0.01: 0, 0.1: 1, 10: 1})
-		case "workqueue_work_duration_seconds":
-			if h.GetSampleCount() != 1 || h.GetSampleSum() != 20 {
-				t.Errorf("work duration: %d samples, sum %v; want 1, 20s", h.GetSampleCount(), h.GetSampleSum())
-			}
-			checkBuckets(t, f.GetName(), h, map[float64]uint64{10: 0}) // above every bound
-		}
+	checkBuckets(t, got, "workqueue_queue_duration_seconds", map[float64]uint64{0.01: 0, 0.1: 1, 10: 1})
+	if h := got["workqueue_work_duration_seconds"].GetHistogram(); h.GetSampleCount() != 1 || h.GetSampleSum() != 20 {
+		t.Errorf("work duration: %d samples, sum %v; want 1, 20s", h.GetSampleCount(), h.GetSampleSum())
 	}
+	checkBuckets(t, got, "workqueue_work_duration_seconds", map[float64]uint64{10: 0}) // above every bound
 }
