@@ -454,8 +454,9 @@ func (q *Queue[T]) applyAddsLocked() {
 // further ones under the lock.
 const wakeMax = 8
 
-// unlock releases mu, then wakes the waiters dispatchLocked handed items to, and reports
-// to Metrics.Added the adds that applyAddsLocked made pending while mu was held.
+// unlock releases mu, reports to Metrics.Added the adds made pending while mu was held
+// (counted in applied), then wakes the waiters dispatchLocked handed items to: a Get
+// handed an item returns after its add was reported.
 func (q *Queue[T]) unlock() {
 	if q.binned {
 		q.countAddsLocked()
@@ -474,13 +475,13 @@ func (q *Queue[T]) unlock() {
 		q.nwake = 0
 	}
 	q.mu.Unlock()
+	for range n {
+		q.metrics.Added()
+	}
 	// A waiter receives exactly one wake-up, and is neither reused nor given up before it
 	// (see Get): sending after the unlock is safe, and its channel never blocks the send.
 	for _, w := range wake[:k] {
 		w.ch <- struct{}{}
-	}
-	for range n {
-		q.metrics.Added()
 	}
 }
 
@@ -677,15 +678,10 @@ func (q *Queue[T]) pump(rearm bool) {
 			}
 			q.smu.Unlock()
 		}
-		if q.binned {
-			q.c.bins.stats.Adds += uint64(added)
+		if q.metrics != nil {
+			q.applied += added // reported (or counted) by unlock, as applied adds are
 		}
 		q.unlock()
-		if q.metrics != nil && !q.binned {
-			for range added {
-				q.metrics.Added()
-			}
-		}
 		if !more {
 			return
 		}
