@@ -377,9 +377,11 @@ func TestCloseEndsStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 	ch1, end1 := watch(t, p, cmPath, false)
-	ch2, end2 := watch(t, p, psPath, true)
 	f.send(t, jsonEvent("ADDED", "held", 1)) // one stream waits on a held event
 	waitStats(t, p, "configmaps", func(s Stats) bool { return s.Held == 1 })
+	// The other stream is idle. It opens only now: the fake API hands a frame to
+	// whichever open watch takes it first.
+	ch2, end2 := watch(t, p, psPath, true)
 	done := make(chan error, 1)
 	go func() { done <- p.Close() }()
 	select {
