@@ -570,3 +570,97 @@ func wqRusage() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkWorkqueueOtherShapes runs shapes that the rows above do not cover, and on
+// which ctrlkit was not tuned: Add/Get/Done with as many producers and workers as
+// the machine has cores (2×2), one producer feeding 4 workers, hot keys (4 producers
+// and 4 workers over 8 keys: nearly every round trip wakes a blocked Get), a tiny
+// key set (1×1 over 10 keys: the producer and the worker wait for each other every
+// 10 items); dedup-heavy adds of 1 producer with 2 workers; AddAfter of the same 1k
+// keys again and again with random delays from 1s to 1h (re-scheduling items already
+// scheduled: the earlier deadline wins); AddRateLimited of one key again and again
+// (its backoff grows to the limiter's cap).
+func BenchmarkWorkqueueOtherShapes(b *testing.B) {
+	for _, c := range []struct{ p, w, k int }{{2, 2, 1000}, {1, 4, 1000}, {4, 4, 8}, {1, 1, 10}} {
+		keys := wqOwnedKeys(c.k, c.p)
+		for _, impl := range wqImpls {
+			b.Run(fmt.Sprintf("agd-p%dw%dk%d/impl=%s", c.p, c.w, c.k, impl.name), func(b *testing.B) {
+				wqRunAddGetDone(b, impl.mk(), c.p, c.w, keys)
+			})
+		}
+	}
+	dedupKeys := wqKeys(1000)
+	for _, impl := range wqImpls {
+		b.Run("dedup-p1w2k1000/impl="+impl.name, func(b *testing.B) {
+			wqRunDedup(b, impl.mk(), 1, 2, dedupKeys)
+		})
+	}
+	for _, impl := range wqImpls {
+		b.Run("reschedule/impl="+impl.name, func(b *testing.B) {
+			q := impl.mk()
+			r := rand.New(rand.NewPCG(1, 2))
+			delays := make([]time.Duration, b.N)
+			for i := range delays {
+				delays[i] = time.Second + time.Duration(r.Int64N(int64(time.Hour)))
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu := wqCPUStart()
+			for i := range b.N {
+				q.addAfter(dedupKeys[i%len(dedupKeys)], delays[i])
+			}
+			wqSettle(q) // client-go's adds are done only once its goroutine took them
+			b.StopTimer()
+			cpu.report(b)
+			q.shutDown()
+		})
+	}
+	for _, impl := range wqImpls {
+		b.Run("ratelimited-one-key/impl="+impl.name, func(b *testing.B) {
+			q := impl.mk()
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu := wqCPUStart()
+			for range b.N {
+				q.addRateLimited(dedupKeys[0])
+			}
+			// As wqSettle; the key's first, short delays have fired by now: it comes first.
+			q.addAfter("sentinel", 0)
+			for {
+				item, ok := q.get()
+				if !ok {
+					b.Fatal("the queue shut down")
+				}
+				q.done(item)
+				if item == "sentinel" {
+					break
+				}
+			}
+			b.StopTimer()
+			cpu.report(b)
+			q.shutDown()
+		})
+	}
+}
+
+// BenchmarkWorkqueueAddDistinct: one producer adds b.N distinct keys that nobody takes
+// (run it with -benchtime=1000000x): ns per Add of a queue growing from empty to a
+// million waiting items, memory included (B/op).
+func BenchmarkWorkqueueAddDistinct(b *testing.B) {
+	for _, impl := range wqImpls {
+		b.Run("impl="+impl.name, func(b *testing.B) {
+			keys := wqKeys(b.N)
+			q := impl.mk()
+			runtime.GC()
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu := wqCPUStart()
+			for _, k := range keys {
+				q.add(k)
+			}
+			b.StopTimer()
+			cpu.report(b)
+			q.shutDown()
+		})
+	}
+}

@@ -38,6 +38,12 @@ func latencyRows(rates ...int) []row {
 	return rs
 }
 
+// twice and noAllocs are issue 19's targets for every work-queue shape.
+var (
+	twice    = target{kind: ratioMax, value: 0.5, text: "≥2× throughput (ratio ≤ 0.50)"}
+	noAllocs = target{kind: absMax, value: 0, text: "0 allocs/op"}
+)
+
 // baseRows are the rows of the in-process benchmarks and the server phases.
 var baseRows = []row{
 	// workqueue
@@ -70,6 +76,20 @@ var baseRows = []row{
 	{area: "workqueue", title: "Add/Get/Done 4 producers × 16 workers × 1k keys", c: "WorkqueueAddGetDone/p4w16k1000", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× throughput (ratio ≤ 0.50)"}},
 	{area: "workqueue", title: "Add/Get/Done 4 producers × 64 workers × 10k keys", c: "WorkqueueAddGetDone/p4w64k10000", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× throughput (ratio ≤ 0.50)"}},
 	{area: "workqueue", title: "Add/Get/Done 4×64×10k", c: "WorkqueueAddGetDone/p4w64k10000", unit: "allocs/op", target: target{kind: absMax, value: 0, text: "0 allocs/op"}},
+
+	// workqueue shapes the code was not tuned on (BenchmarkWorkqueueOtherShapes)
+	{area: "workqueue", title: "other shapes: Add/Get/Done 2 producers × 2 workers × 1k keys (as many of each as cores)", c: "WorkqueueOtherShapes/agd-p2w2k1000", unit: "sec/op", target: twice},
+	{area: "workqueue", title: "Add/Get/Done 2×2×1k", c: "WorkqueueOtherShapes/agd-p2w2k1000", unit: "allocs/op", target: noAllocs},
+	{area: "workqueue", title: "other shapes: Add/Get/Done 1 producer × 4 workers × 1k keys", c: "WorkqueueOtherShapes/agd-p1w4k1000", unit: "sec/op", target: twice},
+	{area: "workqueue", title: "other shapes: Add/Get/Done over 8 hot keys, 4 producers × 4 workers (nearly every item wakes a blocked Get)", c: "WorkqueueOtherShapes/agd-p4w4k8", unit: "sec/op", target: twice},
+	{area: "workqueue", title: "other shapes: Add/Get/Done 1 producer × 1 worker over 10 keys (the two wait for each other every 10 items)", c: "WorkqueueOtherShapes/agd-p1w1k10", unit: "sec/op", target: twice},
+	{area: "workqueue", title: "other shapes: dedup-heavy Add, 1 producer × 2 workers × 1k keys", c: "WorkqueueOtherShapes/dedup-p1w2k1000", unit: "sec/op", target: twice},
+	{area: "workqueue", title: "other shapes: AddAfter of the same 1k keys again and again, random delays 1s–1h (re-scheduling: the earlier deadline wins)", c: "WorkqueueOtherShapes/reschedule", unit: "sec/op", target: twice},
+	{area: "workqueue", title: "AddAfter re-scheduling", c: "WorkqueueOtherShapes/reschedule", unit: "allocs/op", target: noAllocs},
+	{area: "workqueue", title: "other shapes: AddRateLimited of one key again and again (its backoff grows to the cap)", c: "WorkqueueOtherShapes/ratelimited-one-key", unit: "sec/op", target: twice},
+	{area: "workqueue", title: "AddRateLimited of one key", c: "WorkqueueOtherShapes/ratelimited-one-key", unit: "allocs/op", target: noAllocs},
+	{area: "workqueue", title: "other shapes: Add of 1M distinct keys nobody takes (the queue grows from empty; ns per Add)", c: "WorkqueueAddDistinct", unit: "sec/op", target: twice},
+	{area: "workqueue", title: "Add of 1M distinct keys: memory allocated per Add", c: "WorkqueueAddDistinct", unit: "B/op", target: target{kind: ratioMax, value: 1, text: "≤ client-go (ratio ≤ 1)"}},
 
 	{area: "workqueue", title: "Add/Get/Done of types.NamespacedName items (controller-runtime's reconcile.Request): 1 producer × 1 worker × 1k", c: "WorkqueueStructItems/p1w1k1000", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× throughput (ratio ≤ 0.50)"}},
 	{area: "workqueue", title: "Add/Get/Done of NamespacedName items: 4 producers × 4 workers × 1k", c: "WorkqueueStructItems/p4w4k1000", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× throughput (ratio ≤ 0.50)"}},

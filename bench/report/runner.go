@@ -77,6 +77,8 @@ func suite(short bool) ([]phase, []profileRun) {
 			one("^BenchmarkWorkqueueSerial$", fast),
 			one("^BenchmarkWorkqueue(Metrics|Fairness)$", fast),
 			one("^BenchmarkWorkqueueAddRateLimited$", fast),
+			one("^BenchmarkWorkqueueOtherShapes$", fast),
+			one("^BenchmarkWorkqueueAddDistinct$", addAfter),
 			one("^BenchmarkWorkqueueWaitingMemory$", "1x"),
 		}},
 		{name: "indexer", bin: binRoot, runs: []invocation{
