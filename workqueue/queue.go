@@ -128,6 +128,11 @@ type Queue[T comparable] struct {
 	// is released, so that the lock is not held while the scheduler readies them.
 	wake  [wakeMax]*waiter[T]
 	nwake int
+	// watches are the contexts whose end wakes the Gets waiting with them, and
+	// lastDone the Done channel of the last Get that waited without a watch (see
+	// ctxwatch.go). Guarded by mu.
+	watches  []ctxWatch
+	lastDone <-chan struct{}
 
 	_ [cacheLine]byte
 
@@ -227,12 +232,16 @@ type waiter[T comparable] struct {
 	item   T
 	waited int64
 	res    uint8
+	// done is the Done channel of the Get's context when the queue watches it (the
+	// watch wakes w when it ends), nil when the Get selects on it itself.
+	done <-chan struct{}
 }
 
 const (
 	resWaiting uint8 = iota
 	resItem
 	resShutDown
+	resCanceled // the context w.done belongs to ended
 )
 
 // New returns an empty queue configured by cfg. It starts no goroutine.
@@ -732,6 +741,7 @@ func (q *Queue[T]) finishLocked() {
 			q.nwait.Add(-1)
 		}
 		q.waiters = q.waiters[:0]
+		q.unwatchLocked() // no Get waits again
 		if q.c.inflight == 0 && q.idle != nil && !q.idleClosed {
 			close(q.idle)
 			q.idleClosed = true
@@ -801,27 +811,38 @@ func (q *Queue[T]) Get(ctx context.Context) (T, error) {
 		}
 	}
 	w := q.getWaiter()
+	done := ctx.Done()
+	if done != nil && q.watchLocked(ctx, done) {
+		w.done = done // ctx's end wakes w (see ctxwatch.go)
+	}
 	q.waiters = append(q.waiters, w)
 	q.unlock()
 
-	select {
-	case <-w.ch:
-	case <-ctx.Done():
-		q.mu.Lock()
-		if w.res == resWaiting {
-			q.removeWaiterLocked(w)
+	if done == nil || w.done != nil {
+		<-w.ch
+	} else {
+		select {
+		case <-w.ch:
+		case <-done:
+			q.mu.Lock()
+			if w.res == resWaiting {
+				q.removeWaiterLocked(w)
+				q.unlock()
+				q.pool.Put(w)
+				return zero, ctx.Err()
+			}
 			q.unlock()
-			q.pool.Put(w)
-			return zero, ctx.Err()
+			<-w.ch // it was woken concurrently: take what it was given
 		}
-		q.unlock()
-		<-w.ch // it was woken concurrently: take what it was given
 	}
 	res, item, waited := w.res, w.item, w.waited
-	w.item = zero
+	w.item, w.done = zero, nil
 	q.pool.Put(w)
-	if res == resShutDown {
+	switch res {
+	case resShutDown:
 		return zero, ErrShutDown
+	case resCanceled:
+		return zero, ctx.Err()
 	}
 	if q.metrics != nil && !q.binned {
 		q.metrics.Started(time.Duration(waited))
