@@ -754,6 +754,12 @@ func (q *Queue[T]) finishLocked() {
 // ctx.Err() if ctx ends first, and ErrShutDown once the queue is shut down and nothing is
 // left to hand out (no ready item, and no item in flight that was added again and will be
 // re-queued by its Done).
+//
+// A context that Gets wait with again and again (a worker's) is watched by the queue
+// with context.AfterFunc, from its second wait in a row until it ends or the queue is
+// shut down and has run dry, so that waiting with it costs what waiting without one
+// does; up to 4 contexts are watched at once. For a context of a type of its own (not
+// made by package context), AfterFunc runs a goroutine meanwhile.
 func (q *Queue[T]) Get(ctx context.Context) (T, error) {
 	var zero T
 	q.mu.Lock()
