@@ -818,13 +818,14 @@ func (q *Queue[T]) Get(ctx context.Context) (T, error) {
 	}
 	w := q.getWaiter()
 	done := ctx.Done()
-	if done != nil && q.watchLocked(ctx, done) {
+	watched := done != nil && q.watchLocked(ctx, done)
+	if watched {
 		w.done = done // ctx's end wakes w (see ctxwatch.go)
 	}
 	q.waiters = append(q.waiters, w)
 	q.unlock()
 
-	if done == nil || w.done != nil {
+	if done == nil || watched {
 		<-w.ch
 	} else {
 		select {
