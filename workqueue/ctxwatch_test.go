@@ -33,6 +33,15 @@ func waitBlocked(t *testing.T, q *Queue[string], ctx context.Context, item strin
 	q.Done(item)
 }
 
+// getInto runs a Get of q with ctx in a goroutine of its own, and sends its error
+// to errs.
+func getInto[T comparable](q *Queue[T], ctx context.Context, errs chan<- error) {
+	go func() {
+		_, err := q.Get(ctx)
+		errs <- err
+	}()
+}
+
 func watched[T comparable](q *Queue[T]) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -65,10 +74,7 @@ func TestWatchedContext(t *testing.T) {
 
 		errs := make(chan error, 3)
 		for _, c := range []context.Context{ctx, vctx, context.Background()} {
-			go func() {
-				_, err := q.Get(c)
-				errs <- err
-			}()
+			getInto(q, c, errs)
 		}
 		synctest.Wait()
 		cancel()
@@ -133,10 +139,7 @@ func TestWatchesBounded(t *testing.T) {
 		}
 		errs := make(chan error, len(ctxs))
 		for _, ctx := range ctxs {
-			go func() {
-				_, err := q.Get(ctx)
-				errs <- err
-			}()
+			getInto(q, ctx, errs)
 		}
 		synctest.Wait()
 		for _, cancel := range cancels {
@@ -165,10 +168,7 @@ func TestWatchesEndAtShutDown(t *testing.T) {
 		waitBlocked(t, q, ctx, "a")
 		waitBlocked(t, q, ctx, "b")
 		errs := make(chan error, 1)
-		go func() {
-			_, err := q.Get(ctx)
-			errs <- err
-		}()
+		getInto(q, ctx, errs)
 		synctest.Wait()
 		q.ShutDown()
 		if err := <-errs; !errors.Is(err, ErrShutDown) {
@@ -195,10 +195,7 @@ func TestWatchesEndAtShutDown(t *testing.T) {
 		ctx2, cancel2 := context.WithCancel(context.Background())
 		errs2 := make(chan error, 2)
 		for range 2 {
-			go func() {
-				_, err := q2.Get(ctx2)
-				errs2 <- err
-			}()
+			getInto(q2, ctx2, errs2)
 			synctest.Wait()
 		}
 		if n := watched(q2); n != 1 {
@@ -233,10 +230,7 @@ func TestWatchDoesNotKeepQueue(t *testing.T) {
 		q := New(Config[string]{})
 		for i := range 2 {
 			got := make(chan error)
-			go func() {
-				_, err := q.Get(ctx)
-				got <- err
-			}()
+			getInto(q, ctx, got)
 			for q.nwait.Load() == 0 {
 				time.Sleep(time.Millisecond)
 			}
