@@ -962,6 +962,11 @@ func (f feed[T]) Refuse(key, rv string) error {
 	return nil
 }
 
+// Len is the number of objects in the cache, for the reflector, which does not ask
+// an empty cache to reuse objects (see reflector.SizedStore): the first list of an
+// informer neither reads the listed objects' keys from the wire nor looks them up.
+func (f feed[T]) Len() int { return f.inf.idx.Len() }
+
 // Reuse hands the reflector the cached instance of a listed object that the cache
 // holds at the same resourceVersion, so that a relist does not hold a second copy of
 // unchanged objects. applyRelist keeps that instance anyway: the result is the same.

@@ -11,40 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 )
 
-// event is one decoded watch event, ready for the store: exactly one of
-// added, modified, deleted or bookmark. Objects are already transformed;
-// resourceVersion is the one the server sent, read before the transform.
-type event[T Object] interface {
-	resourceVersion() string
-}
-
-type added[T Object] struct {
-	obj T
-	rv  string
-}
-
-type modified[T Object] struct {
-	obj T
-	rv  string
-}
-
-type deleted[T Object] struct {
-	obj T
-	rv  string
-}
-
-// bookmark carries no object: only how far the server has got, and whether
-// it ends the initial events of a streaming list.
-type bookmark struct {
-	rv               string
-	initialEventsEnd bool
-}
-
-func (e added[T]) resourceVersion() string    { return e.rv }
-func (e modified[T]) resourceVersion() string { return e.rv }
-func (e deleted[T]) resourceVersion() string  { return e.rv }
-func (e bookmark) resourceVersion() string    { return e.rv }
-
 // eventKind says what a watchEvent is.
 type eventKind uint8
 
@@ -58,10 +24,11 @@ const (
 	kindRefused
 )
 
-// watchEvent is a decoded watch event as a plain value: the same content as an
-// event[T], without the allocation that boxing it in an interface costs, for
-// the watch loop's per-event path. For kindBookmark obj is the zero T;
-// initialEventsEnd is set only on bookmarks.
+// watchEvent is one decoded watch event, ready for the store, as a plain value
+// (boxing it in an interface would cost an allocation per event). Objects are
+// already transformed. For kindBookmark obj is the zero T; initialEventsEnd is
+// set only on bookmarks, for the one that ends a streaming list's initial
+// events.
 //
 // rv is the resourceVersion the server sent. Without a transform, obj is the
 // server's object and rv is left to be read from it (lazyRV), so that an
@@ -158,25 +125,6 @@ func (u *undecodable) key() string {
 func (u *undecodable) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
 func (u *undecodable) DeepCopyObject() runtime.Object   { c := *u; return &c }
 
-// decode is decodeEvent with the result as an event[T], for code that
-// switches on its type.
-func decode[T Object](e watch.Event, transform func(T) (T, error)) (event[T], error) {
-	ev, err := decodeEvent(e, transform)
-	if err != nil {
-		return nil, err
-	}
-	switch ev.kind {
-	case kindAdded:
-		return added[T]{ev.obj, ev.resourceVersion()}, nil
-	case kindModified:
-		return modified[T]{ev.obj, ev.resourceVersion()}, nil
-	case kindDeleted:
-		return deleted[T]{ev.obj, ev.resourceVersion()}, nil
-	default:
-		return bookmark{rv: ev.rv, initialEventsEnd: ev.initialEventsEnd}, nil
-	}
-}
-
 // applyTransform runs transform, if any, on obj and checks its result. A panic
 // of transform is recovered and returned as a *PanicError.
 func applyTransform[T Object](obj T, transform func(T) (T, error)) (out T, err error) {
@@ -219,10 +167,23 @@ type initialEvents[T Object] struct {
 
 func (b *initialEvents[T]) add(obj T) {
 	if b.index == nil {
-		b.items = append(b.items, obj)
+		b.items = appendDoubling(b.items, obj)
 		return
 	}
 	b.set(obj)
+}
+
+// appendDoubling is append that doubles the capacity of a full slice. append
+// grows a large slice by about a quarter at a time, which leaves behind about
+// four times the final slice in garbage while a list of unknown length is
+// assembled; doubling leaves about one.
+func appendDoubling[T any](s []T, v T) []T {
+	if len(s) == cap(s) {
+		grown := make([]T, len(s), max(2*cap(s), 64))
+		copy(grown, s)
+		s = grown
+	}
+	return append(s, v)
 }
 
 func (b *initialEvents[T]) set(obj T) {
@@ -233,7 +194,7 @@ func (b *initialEvents[T]) set(obj T) {
 		return
 	}
 	b.index[k] = len(b.items)
-	b.items = append(b.items, obj)
+	b.items = appendDoubling(b.items, obj)
 }
 
 func (b *initialEvents[T]) remove(obj T) { b.removeKey(objectKey(obj)) }

@@ -25,21 +25,28 @@ func TestDecode(t *testing.T) {
 	unstructuredEnd := &unstructured.Unstructured{}
 	unstructuredEnd.SetResourceVersion("10")
 	unstructuredEnd.SetAnnotations(map[string]string{metav1.InitialEventsAnnotationKey: "true"})
+	type want struct {
+		kind eventKind
+		obj  configMap
+		rv   string
+		end  bool
+	}
 	for _, tc := range []struct {
 		in   watch.Event
-		want event[configMap]
+		want want
 	}{
-		{watch.Event{Type: watch.Added, Object: obj}, added[configMap]{obj, "7"}},
-		{watch.Event{Type: watch.Modified, Object: obj}, modified[configMap]{obj, "7"}},
-		{watch.Event{Type: watch.Deleted, Object: obj}, deleted[configMap]{obj, "7"}},
-		{watch.Event{Type: watch.Bookmark, Object: obj}, bookmark{rv: "7"}},
-		{watch.Event{Type: watch.Bookmark, Object: end}, bookmark{rv: "9", initialEventsEnd: true}},
+		{watch.Event{Type: watch.Added, Object: obj}, want{kindAdded, obj, "7", false}},
+		{watch.Event{Type: watch.Modified, Object: obj}, want{kindModified, obj, "7", false}},
+		{watch.Event{Type: watch.Deleted, Object: obj}, want{kindDeleted, obj, "7", false}},
+		{watch.Event{Type: watch.Bookmark, Object: obj}, want{kindBookmark, nil, "7", false}},
+		{watch.Event{Type: watch.Bookmark, Object: end}, want{kindBookmark, nil, "9", true}},
 		// A bookmark's object need not be of type T.
-		{watch.Event{Type: watch.Bookmark, Object: unstructuredEnd}, bookmark{rv: "10", initialEventsEnd: true}},
+		{watch.Event{Type: watch.Bookmark, Object: unstructuredEnd}, want{kindBookmark, nil, "10", true}},
 	} {
-		got, err := decode[configMap](tc.in, nil)
+		ev, err := decodeEvent[configMap](tc.in, nil)
+		got := want{ev.kind, ev.obj, ev.resourceVersion(), ev.initialEventsEnd}
 		if err != nil || got != tc.want {
-			t.Errorf("decode(%s) = %#v, %v; want %#v", tc.in.Type, got, err, tc.want)
+			t.Errorf("decodeEvent(%s) = %+v, %v; want %+v", tc.in.Type, got, err, tc.want)
 		}
 	}
 }
@@ -47,17 +54,16 @@ func TestDecode(t *testing.T) {
 func TestDecodeTransformKeepsServerResourceVersion(t *testing.T) {
 	obj := cm("ns", "a")
 	obj.ResourceVersion = "7"
-	got, err := decode(watch.Event{Type: watch.Added, Object: obj}, func(c configMap) (configMap, error) {
+	ev, err := decodeEvent(watch.Event{Type: watch.Added, Object: obj}, func(c configMap) (configMap, error) {
 		out := c.DeepCopy()
 		out.ResourceVersion = ""
 		out.Labels = map[string]string{"t": "1"}
 		return out, nil
 	})
-	a, ok := got.(added[configMap])
-	if err != nil || !ok || a.rv != "7" || a.obj.Labels["t"] != "1" || a.obj == obj {
-		t.Errorf("decode = %#v, %v", got, err)
+	if err != nil || ev.kind != kindAdded || ev.resourceVersion() != "7" || ev.obj.Labels["t"] != "1" || ev.obj == obj {
+		t.Errorf("decodeEvent = %+v, %v", ev, err)
 	}
-	_, err = decode(watch.Event{Type: watch.Deleted, Object: obj}, func(configMap) (configMap, error) { return nil, errBoom })
+	_, err = decodeEvent(watch.Event{Type: watch.Deleted, Object: obj}, func(configMap) (configMap, error) { return nil, errBoom })
 	if !errors.Is(err, errBoom) || !strings.Contains(err.Error(), "ns/a") {
 		t.Errorf("transform error = %v", err)
 	}

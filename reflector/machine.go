@@ -87,6 +87,9 @@ type machine[T Object] struct {
 	// event; past one, the reflector relists instead of watching again from
 	// the same resourceVersion, which would meet the same event again.
 	clientErrorsInARow int
+	// reusing is set while a list runs for which the store may reuse
+	// objects (see SizedStore).
+	reusing bool
 	// lastRV mirrors health.LastResourceVersion; synced mirrors health.Synced.
 	lastRV string
 	synced bool
@@ -153,6 +156,7 @@ func (m *machine[T]) relist(rv string) state {
 // list runs a listing step.
 func (m *machine[T]) list(ctx context.Context, s listing) state {
 	m.setState(StateListing)
+	m.startReusing()
 	opts := m.options()
 	opts.ResourceVersion = s.rv
 	if m.cfg.PageSize > 0 && !s.whole && (s.rv == "" || s.rv == "0" || m.serverPaginates) {
@@ -321,6 +325,7 @@ func capacity(first int, remaining *int64) int {
 // stream runs a streaming step.
 func (m *machine[T]) stream(ctx context.Context, s streaming) state {
 	m.setState(StateListing)
+	m.startReusing()
 	opts := m.options()
 	opts.ResourceVersion = s.rv
 	opts.ResourceVersionMatch = metav1.ResourceVersionMatchNotOlderThan
@@ -347,6 +352,15 @@ func (m *machine[T]) stream(ctx context.Context, s streaming) state {
 	var buf initialEvents[T]
 	var listed, fromStore int
 	defer func() { m.countListed(listed, fromStore) }()
+	// unheard counts the events taken since LastEventTime was last set: as
+	// in watch, it is set before the loop waits for an event and at least
+	// every publishEvery events while they arrive back to back.
+	unheard := 0
+	defer func() {
+		if unheard > 0 {
+			m.heard()
+		}
+	}()
 	results, done := w.ResultChan(), ctx.Done()
 	for {
 		var e watch.Event
@@ -359,9 +373,17 @@ func (m *machine[T]) stream(ctx context.Context, s streaming) state {
 			return nil
 		default:
 		}
+		if unheard >= publishEvery {
+			m.heard()
+			unheard = 0
+		}
 		select {
 		case e, ok = <-results:
 		default:
+			if unheard > 0 {
+				m.heard()
+				unheard = 0
+			}
 			select {
 			case <-done:
 				stop()
@@ -386,10 +408,11 @@ func (m *machine[T]) stream(ctx context.Context, s streaming) state {
 			if clientSide(e.Object) {
 				return m.fail("watch", apierrors.FromObject(e.Object), s)
 			}
+			unheard = 0
 			m.heard()
 			return m.streamFailed(apierrors.FromObject(e.Object), s)
 		}
-		m.heard()
+		unheard++
 		if so, ok := e.Object.(*storedObject[T]); ok && (e.Type == watch.Added || e.Type == watch.Modified) {
 			// The store's own, transformed: neither decoded nor transformed.
 			listed++
@@ -407,7 +430,7 @@ func (m *machine[T]) stream(ctx context.Context, s streaming) state {
 		if e.Type == watch.Added || e.Type == watch.Modified {
 			listed++
 		}
-		ev, err := decode(e, m.cfg.Transform)
+		ev, err := decodeEvent(e, m.cfg.Transform)
 		if err != nil {
 			var ref *RefusedError
 			if errors.As(err, &ref) {
@@ -420,21 +443,22 @@ func (m *machine[T]) stream(ctx context.Context, s streaming) state {
 			stop()
 			return m.fail("watch", err, s)
 		}
-		switch ev := ev.(type) {
-		case added[T]:
+		switch ev.kind {
+		case kindAdded:
 			if m.inShard(ev.obj) {
 				buf.add(m.reuse(ev.obj))
 			}
-		case modified[T]:
+		case kindModified:
 			if m.inShard(ev.obj) {
 				buf.set(m.reuse(ev.obj))
 			}
-		case deleted[T]:
+		case kindDeleted:
 			buf.remove(ev.obj)
-		case bookmark:
+		case kindBookmark:
 			if !ev.initialEventsEnd {
 				continue
 			}
+			unheard = 0 // stored sets LastEventTime
 			// Counted before the list reaches the store, so that whoever sees
 			// the store synced sees the counts too.
 			m.countListed(listed, fromStore)
@@ -734,7 +758,7 @@ func (m *machine[T]) watchFailed(err error) state {
 // the same version (see ReuseStore), or obj. An answer of another object or
 // version is ignored.
 func (m *machine[T]) reuse(obj T) T {
-	if m.r.reuse == nil {
+	if m.r.reuse == nil || !m.reusing {
 		return obj
 	}
 	got, ok := m.r.reuse.Reuse(obj)
@@ -936,7 +960,7 @@ func (m *machine[T]) countExpired() {
 func (m *machine[T]) listPage(ctx context.Context, opts metav1.ListOptions) ([]T, []bool, []*RefusedError, metav1.ListMeta, error) {
 	if rl, ok := m.r.lw.(reusingLister[T]); ok {
 		var lookup lookupFunc[T]
-		if m.r.reuseKey != nil {
+		if m.r.reuseKey != nil && m.reusing {
 			lookup = m.lookup
 		}
 		return rl.listReusing(ctx, opts, lookup)
@@ -948,10 +972,16 @@ func (m *machine[T]) listPage(ctx context.Context, opts metav1.ListOptions) ([]T
 // openStream opens a streaming list, through the ListerWatcher's reusing
 // form when the store offers its objects (see ReuseKeyStore).
 func (m *machine[T]) openStream(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	if m.r.reuseKey != nil {
+	if m.r.reuseKey != nil && m.reusing {
 		return m.r.lw.(reusingLister[T]).watchReusing(ctx, opts, m.lookup)
 	}
 	return m.r.lw.Watch(ctx, opts)
+}
+
+// startReusing sets m.reusing for a list that starts: false when the store
+// says it is empty (see SizedStore).
+func (m *machine[T]) startReusing() {
+	m.reusing = m.r.sized == nil || m.r.sized.Len() > 0
 }
 
 // lookup asks the store for its instance of one version of an object, and

@@ -86,6 +86,15 @@ type ReuseKeyStore[T any] interface {
 	ReuseKey(namespace, name, resourceVersion string) (T, bool)
 }
 
+// SizedStore is an optional interface of a ReuseStore or ReuseKeyStore. A
+// list that starts while Len returns 0 does not ask the store to reuse
+// anything: an empty store has nothing to give, and asking costs, for every
+// listed object, a lookup (and, through FromREST, reading its key from the
+// wire). The informer's store has it.
+type SizedStore interface {
+	Len() int
+}
+
 // WatchListMode selects how the reflector fetches a full list.
 type WatchListMode int
 
@@ -310,6 +319,8 @@ type Reflector[T Object] struct {
 	// reuseKey is store as a ReuseKeyStore when lw can use one (it is a
 	// reusingLister), or nil.
 	reuseKey ReuseKeyStore[T]
+	// sized is store as a SizedStore, or nil.
+	sized SizedStore
 
 	started atomic.Bool
 	// relistWanted is set by Relist until the reflector lists again.
@@ -352,6 +363,7 @@ func New[T Object](lw ListerWatcher[T], store Store[T], cfg Config[T]) *Reflecto
 	r.bookmarks, _ = store.(BookmarkStore)
 	r.reuse, _ = store.(ReuseStore[T])
 	r.refuser, _ = store.(Refuser)
+	r.sized, _ = store.(SizedStore)
 	if _, ok := lw.(reusingLister[T]); ok {
 		r.reuseKey, _ = store.(ReuseKeyStore[T])
 	}

@@ -1129,25 +1129,50 @@ func (s *reuseStore) Reuse(obj configMap) (configMap, bool) {
 	return old, true
 }
 
+// sizedReuseStore is a reuseStore that tells how many objects it holds.
+type sizedReuseStore struct{ *reuseStore }
+
+func (s sizedReuseStore) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.objs)
+}
+
 // TestRelistReusesStoredInstances: a relist hands Replace the store's own instances
 // of the objects that did not change, and the decoded ones of those that did, in
 // both list modes; a transform runs before Reuse sees the objects.
+//
+// A store that is also a SizedStore is not asked during a list that starts while
+// it is empty.
 func TestRelistReusesStoredInstances(t *testing.T) {
-	for _, mode := range []WatchListMode{WatchListOff, WatchListOn} {
-		t.Run(mode.String(), func(t *testing.T) {
+	for _, tc := range []struct {
+		mode  WatchListMode
+		sized bool
+	}{{WatchListOff, false}, {WatchListOn, false}, {WatchListOff, true}, {WatchListOn, true}} {
+		name := tc.mode.String()
+		if tc.sized {
+			name += "/sized"
+		}
+		mode := tc.mode
+		t.Run(name, func(t *testing.T) {
 			bubble(t, func(t *testing.T) {
 				srv := newServer(t, reflectortest.Config{WatchList: true}, 6)
 				st := &reuseStore{memStore: newMemStore[configMap]()}
+				var store Store[configMap] = st
+				firstAsked := 6
+				if tc.sized {
+					store, firstAsked = sizedReuseStore{st}, 0
+				}
 				transform := func(c configMap) (configMap, error) {
 					c.Annotations = map[string]string{"transformed": "yes"}
 					return c, nil
 				}
-				r := New(srv, st, Config[configMap]{WatchList: mode, PageSize: 2, Transform: transform})
+				r := New(srv, store, Config[configMap]{WatchList: mode, PageSize: 2, Transform: transform})
 				start(t, r)
 				synctest.Wait()
 				checkInSync(t, srv, st.memStore)
-				if st.reused != 0 || st.asked != 6 {
-					t.Fatalf("first list: %d of %d objects reused, want 0 of 6", st.reused, st.asked)
+				if st.reused != 0 || st.asked != firstAsked {
+					t.Fatalf("first list: %d of %d objects reused, want 0 of %d", st.reused, st.asked, firstAsked)
 				}
 				before := map[string]configMap{}
 				for k, o := range st.objs {
@@ -1184,8 +1209,8 @@ func TestRelistReusesStoredInstances(t *testing.T) {
 				synctest.Wait()
 				checkInSync(t, srv, st.memStore)
 
-				if st.reused != 4 || st.asked != 6+6 {
-					t.Errorf("relist: %d of %d objects reused, want 4 of 6", st.reused, st.asked-6)
+				if st.reused != 4 || st.asked != firstAsked+6 {
+					t.Errorf("relist: %d of %d objects reused, want 4 of 6", st.reused, st.asked-firstAsked)
 				}
 				for k, o := range st.objs {
 					if o.Annotations["transformed"] != "yes" {
