@@ -412,30 +412,29 @@ func (m *machine[T]) stream(ctx context.Context, s streaming) state {
 			m.heard()
 			return m.streamFailed(apierrors.FromObject(e.Object), s)
 		}
-		unheard++
-		if so, ok := e.Object.(*storedObject[T]); ok && (e.Type == watch.Added || e.Type == watch.Modified) {
-			// The store's own, transformed: neither decoded nor transformed.
-			listed++
-			fromStore++
-			if !m.inShard(so.obj) {
-				continue
+		if b, ok := e.Object.(*eventBatch); ok {
+			for _, e := range b.events {
+				if err := m.streamAdd(&buf, e, &listed, &fromStore); err != nil {
+					stop()
+					return m.fail("watch", err, s)
+				}
 			}
-			if e.Type == watch.Added {
-				buf.add(so.obj)
-			} else {
-				buf.set(so.obj)
-			}
+			unheard += len(b.events)
+			b.release()
 			continue
 		}
+		unheard++
 		if e.Type == watch.Added || e.Type == watch.Modified {
-			listed++
+			if err := m.streamAdd(&buf, e, &listed, &fromStore); err != nil {
+				stop()
+				return m.fail("watch", err, s)
+			}
+			continue
 		}
 		ev, err := decodeEvent(e, m.cfg.Transform)
 		if err != nil {
 			var ref *RefusedError
 			if errors.As(err, &ref) {
-				// Left out of the list, like a refused LIST item: Replace drops
-				// the store's copy.
 				buf.removeKey(ref.Key)
 				m.refused(ref)
 				continue
@@ -444,14 +443,6 @@ func (m *machine[T]) stream(ctx context.Context, s streaming) state {
 			return m.fail("watch", err, s)
 		}
 		switch ev.kind {
-		case kindAdded:
-			if m.inShard(ev.obj) {
-				buf.add(m.reuse(ev.obj))
-			}
-		case kindModified:
-			if m.inShard(ev.obj) {
-				buf.set(m.reuse(ev.obj))
-			}
 		case kindDeleted:
 			buf.remove(ev.obj)
 		case kindBookmark:
@@ -479,6 +470,48 @@ func (m *machine[T]) stream(ctx context.Context, s streaming) state {
 			return watching{w: w, cancel: cancel, wctx: wctx, start: start}
 		}
 	}
+}
+
+// streamAdd takes an Added or Modified event of a streaming list's initial
+// events into buf, counting it in listed (and fromStore, for the store's own
+// object). An object that cannot be stored is refused and left out; the error
+// returned fails the stream.
+func (m *machine[T]) streamAdd(buf *initialEvents[T], e watch.Event, listed, fromStore *int) error {
+	*listed++
+	if so, ok := e.Object.(*storedObject[T]); ok {
+		// The store's own, transformed: neither decoded nor transformed.
+		*fromStore++
+		if !m.inShard(so.obj) {
+			return nil
+		}
+		if e.Type == watch.Added {
+			buf.add(so.obj)
+		} else {
+			buf.set(so.obj)
+		}
+		return nil
+	}
+	ev, err := decodeEvent(e, m.cfg.Transform)
+	if err != nil {
+		var ref *RefusedError
+		if !errors.As(err, &ref) {
+			return err
+		}
+		// Left out of the list, like a refused LIST item: Replace drops the
+		// store's copy.
+		buf.removeKey(ref.Key)
+		m.refused(ref)
+		return nil
+	}
+	if !m.inShard(ev.obj) {
+		return nil
+	}
+	if ev.kind == kindAdded {
+		buf.add(m.reuse(ev.obj))
+	} else {
+		buf.set(m.reuse(ev.obj))
+	}
+	return nil
 }
 
 var errNilWatch = errors.New("the ListerWatcher returned a nil watch and no error")
@@ -969,11 +1002,17 @@ func (m *machine[T]) listPage(ctx context.Context, opts metav1.ListOptions) ([]T
 	return page, nil, nil, lm, err
 }
 
-// openStream opens a streaming list, through the ListerWatcher's reusing
-// form when the store offers its objects (see ReuseKeyStore).
+// openStream opens a streaming list, through the ListerWatcher's reusing form
+// when it has one (FromREST): that stream batches the initial events (see
+// reusingLister) and, when the store offers its objects (see ReuseKeyStore),
+// does not decode those it holds.
 func (m *machine[T]) openStream(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	if m.r.reuseKey != nil && m.reusing {
-		return m.r.lw.(reusingLister[T]).watchReusing(ctx, opts, m.lookup)
+	if rl, ok := m.r.lw.(reusingLister[T]); ok {
+		var lookup lookupFunc[T]
+		if m.r.reuseKey != nil && m.reusing {
+			lookup = m.lookup
+		}
+		return rl.watchReusing(ctx, opts, lookup)
 	}
 	return m.r.lw.Watch(ctx, opts)
 }

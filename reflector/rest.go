@@ -222,6 +222,10 @@ type lookupFunc[T any] func(namespace, name, resourceVersion string) (T, bool)
 // resourceVersion can be read although the item cannot be decoded is left out
 // of items and returned in refused; such an object in a watch stream comes as
 // an event whose object is an *undecodable. lookup may be nil.
+//
+// The watch of watchReusing is the reflector's own: while the initial events of
+// a streaming list come in, it may hand over several Added events at once, as
+// one Added event whose object is an *eventBatch.
 type reusingLister[T Object] interface {
 	listReusing(ctx context.Context, opts metav1.ListOptions, lookup lookupFunc[T]) (items []T, fromStore []bool, refused []*RefusedError, lm metav1.ListMeta, err error)
 	watchReusing(ctx context.Context, opts metav1.ListOptions, lookup lookupFunc[T]) (watch.Interface, error)
@@ -237,6 +241,40 @@ func (s *storedObject[T]) DeepCopyObject() runtime.Object {
 	c, _ := s.obj.DeepCopyObject().(T)
 	return &storedObject[T]{c}
 }
+
+// eventBatch is the object of an event that carries several Added events of a
+// streaming list's initial events (see reusingLister), each with a decoded T or
+// a *storedObject. The reader calls release once it is done with the events.
+type eventBatch struct {
+	events []watch.Event
+	free   chan []watch.Event // where release returns events for reuse, if it has room
+}
+
+func (b *eventBatch) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+func (b *eventBatch) DeepCopyObject() runtime.Object {
+	c := &eventBatch{events: make([]watch.Event, len(b.events))}
+	for i, e := range b.events {
+		c.events[i] = watch.Event{Type: e.Type, Object: e.Object.DeepCopyObject()}
+	}
+	return c
+}
+
+// release hands the events back to the watch, which reuses their slice for a
+// later batch.
+func (b *eventBatch) release() {
+	if b.free == nil {
+		return
+	}
+	clear(b.events)
+	select {
+	case b.free <- b.events[:0]:
+	default:
+	}
+	b.events = nil
+}
+
+// batchMax is the most events an *eventBatch carries.
+const batchMax = 256
 
 const acceptProtobuf = runtime.ContentTypeProtobuf + ", " + runtime.ContentTypeJSON
 
@@ -503,14 +541,14 @@ func (k *keyReader[T]) findJSON(raw []byte, kind string) (T, bool) {
 }
 
 func (l *restLW[T, E]) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	return l.watch(ctx, opts, nil)
+	return l.watch(ctx, opts, nil, false)
 }
 
 func (l *restLW[T, E]) watchReusing(ctx context.Context, opts metav1.ListOptions, lookup lookupFunc[T]) (watch.Interface, error) {
-	return l.watch(ctx, opts, lookup)
+	return l.watch(ctx, opts, lookup, opts.SendInitialEvents != nil && *opts.SendInitialEvents)
 }
 
-func (l *restLW[T, E]) watch(ctx context.Context, opts metav1.ListOptions, lookup lookupFunc[T]) (watch.Interface, error) {
+func (l *restLW[T, E]) watch(ctx context.Context, opts metav1.ListOptions, lookup lookupFunc[T], batching bool) (watch.Interface, error) {
 	if l.err != nil {
 		return nil, l.err
 	}
@@ -522,9 +560,13 @@ func (l *restLW[T, E]) watch(ctx context.Context, opts metav1.ListOptions, looku
 	w := &restWatch[T, E]{
 		lw:     l,
 		body:   body,
-		keys:   keyReader[T]{lookup: lookup},
-		result: make(chan watch.Event, restWatchBuffer),
-		done:   make(chan struct{}),
+		keys:     keyReader[T]{lookup: lookup},
+		result:   make(chan watch.Event, restWatchBuffer),
+		done:     make(chan struct{}),
+		batching: batching,
+	}
+	if batching {
+		w.free = make(chan []watch.Event, 2)
 	}
 	go w.run()
 	return w, nil
@@ -550,6 +592,15 @@ type restWatch[T JSONObject[E], E any] struct {
 	// keys is used by the goroutine only; its lookup is dropped at the end
 	// of the initial events.
 	keys keyReader[T]
+	// batching is set, by watchReusing, for a streaming list: until the end of
+	// the initial events, the goroutine hands over the Added events it has
+	// decoded while the next one is already read as one *eventBatch, so that
+	// the reader, which has little to do for each, does not wait and is not
+	// woken up again for every event. free holds the events slices the reader
+	// released.
+	batching bool
+	free     chan []watch.Event
+	batch    []watch.Event
 }
 
 func (w *restWatch[T, E]) ResultChan() <-chan watch.Event { return w.result }
@@ -579,8 +630,16 @@ func (w *restWatch[T, E]) run() {
 	}
 	frames := frameReader{r: br}
 	for {
+		// A batch goes as soon as the next frame is not all read: the reader
+		// is not made to wait for events the server has not sent yet.
+		if len(w.batch) > 0 && !frames.ready() && !w.flush() {
+			return
+		}
 		frame, err := frames.next()
 		if err != nil {
+			if !w.flush() {
+				return
+			}
 			if errors.Is(err, errWire) {
 				w.fail(err)
 			}
@@ -589,13 +648,50 @@ func (w *restWatch[T, E]) run() {
 		}
 		ev, err := w.decodeFrame(frame)
 		if err != nil {
-			w.fail(err)
+			if w.flush() {
+				w.fail(err)
+			}
 			return
 		}
-		if !w.send(ev) {
+		if w.batching && ev.Type == watch.Added && batchable[T](ev.Object) {
+			if w.batch == nil {
+				select {
+				case w.batch = <-w.free:
+				default:
+					w.batch = make([]watch.Event, 0, batchMax)
+				}
+			}
+			w.batch = append(w.batch, ev)
+			if len(w.batch) == batchMax && !w.flush() {
+				return
+			}
+			continue
+		}
+		if !w.flush() || !w.send(ev) {
 			return
 		}
 	}
+}
+
+// batchable reports whether an Added event's object may go in an *eventBatch: a
+// decoded T or a *storedObject.
+func batchable[T Object](obj runtime.Object) bool {
+	switch obj.(type) {
+	case T, *storedObject[T]:
+		return true
+	}
+	return false
+}
+
+// flush sends the events batched so far, if any, as one *eventBatch. It
+// returns false if Stop was called.
+func (w *restWatch[T, E]) flush() bool {
+	if len(w.batch) == 0 {
+		return true
+	}
+	b := &eventBatch{events: w.batch, free: w.free}
+	w.batch = nil
+	return w.send(watch.Event{Type: watch.Added, Object: b})
 }
 
 // decodeFrame decodes one protobuf watch frame.
@@ -651,6 +747,7 @@ func (w *restWatch[T, E]) decodeFrame(frame []byte) (watch.Event, error) {
 func (w *restWatch[T, E]) afterEvent(t watch.EventType, obj T) {
 	if t == watch.Bookmark && obj.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
 		w.keys.lookup = nil
+		w.batching = false
 	}
 }
 

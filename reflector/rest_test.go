@@ -821,3 +821,86 @@ func TestFromRESTBadArguments(t *testing.T) {
 		}
 	}
 }
+
+// TestFromRESTStreamBatchesInitialEvents: the reflector's own streaming watch
+// (watchReusing) hands over Added events of the initial events that were read
+// together as *eventBatch, in the server's order, and sends what follows the
+// end of the initial events one event at a time; Watch never batches.
+func TestFromRESTStreamBatchesInitialEvents(t *testing.T) {
+	const n = 600
+	s := newServer(t, reflectortest.Config{WatchList: true}, n)
+	lw := FromREST[*corev1.ConfigMap](serveAPI(t, s, runtime.ContentTypeProtobuf), "configmaps", "ns")
+	yes := true
+	opts := metav1.ListOptions{
+		SendInitialEvents:    &yes,
+		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
+		AllowWatchBookmarks:  true,
+		ResourceVersion:      s.ResourceVersion(),
+	}
+	// read takes the events of w up to the end of the initial events, after
+	// letting the watch's goroutine run ahead, and returns the names of the
+	// objects and the number of batches.
+	read := func(w watch.Interface) (names []string, batches int) {
+		t.Helper()
+		time.Sleep(100 * time.Millisecond) // the server writes the whole list meanwhile
+		for e := range w.ResultChan() {
+			switch o := e.Object.(type) {
+			case *eventBatch:
+				batches++
+				if len(o.events) == 0 || len(o.events) > batchMax {
+					t.Fatalf("a batch of %d events", len(o.events))
+				}
+				for _, be := range o.events {
+					c, ok := be.Object.(*corev1.ConfigMap)
+					if be.Type != watch.Added || !ok {
+						t.Fatalf("batched event %s of a %T", be.Type, be.Object)
+					}
+					names = append(names, c.Name)
+				}
+				o.release()
+			case *corev1.ConfigMap:
+				if e.Type == watch.Bookmark {
+					if o.Annotations[metav1.InitialEventsAnnotationKey] == "true" {
+						return names, batches
+					}
+					continue
+				}
+				names = append(names, o.Name)
+			default:
+				t.Fatalf("event %s of a %T", e.Type, e.Object)
+			}
+		}
+		t.Fatal("the watch ended before the end of the initial events")
+		return nil, 0
+	}
+	plain, err := lw.Watch(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Stop()
+	want, batches := read(plain)
+	if batches != 0 || len(want) != n {
+		t.Fatalf("Watch: %d objects in %d batches, want %d in none", len(want), batches, n)
+	}
+	own, err := lw.(reusingLister[*corev1.ConfigMap]).watchReusing(context.Background(), opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer own.Stop()
+	got, batches := read(own)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("batched initial events differ from Watch's (-want +got):\n%s", diff)
+	}
+	if batches == 0 || batches > n/2 {
+		t.Errorf("%d objects in %d batches, want batches of several", n, batches)
+	}
+	mustCreate(t, s, cm("ns", "after"))
+	select {
+	case e := <-own.ResultChan():
+		if c, ok := e.Object.(*corev1.ConfigMap); !ok || e.Type != watch.Added || c.Name != "after" {
+			t.Errorf("after the initial events: %s of a %T, want the Added ConfigMap alone", e.Type, e.Object)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event after the initial events")
+	}
+}

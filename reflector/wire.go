@@ -1,6 +1,7 @@
 package reflector
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -298,6 +299,20 @@ type frameReader struct {
 	r   io.Reader
 	buf []byte
 	hdr [4]byte
+}
+
+// ready reports whether the whole next frame is buffered, so that next will
+// not wait for the stream. It is false when the reader is not a *bufio.Reader.
+func (f *frameReader) ready() bool {
+	br, ok := f.r.(*bufio.Reader)
+	if !ok || br.Buffered() < len(f.hdr) {
+		return false
+	}
+	hdr, err := br.Peek(len(f.hdr))
+	if err != nil {
+		return false
+	}
+	return uint64(br.Buffered()) >= uint64(len(f.hdr))+uint64(binary.BigEndian.Uint32(hdr))
 }
 
 // next returns the next frame, io.EOF at a clean end of the stream and
