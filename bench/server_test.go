@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"runtime/metrics"
 	"sync"
 	"sync/atomic"
@@ -228,6 +229,17 @@ func srvLiveHeap() uint64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc
+}
+
+// srvColdHeap returns the live heap as srvLiveHeap does, after handing the
+// heap's free memory back to the operating system. A measured sync starts from
+// it, as a new process starts with no memory of its own: each side then pays
+// for the memory its own peak needs, rather than reusing what the side measured
+// before it left mapped (whichever side follows a larger peak would fault in
+// less, and the order of the sides rotates between rounds).
+func srvColdHeap() uint64 {
+	debug.FreeOSMemory()
+	return srvLiveHeap()
 }
 
 // srvAllocs returns the bytes and objects the process has allocated so far.
@@ -482,7 +494,7 @@ func srvHeapSeries(base uint64) *seriesRecorder {
 // relist is set, its relist, and stops it.
 func (s *srvEnv) once(ctx context.Context, start srvStartFunc, ns string, n int, relist, series bool) (r srvResult, err error) {
 	r.n = n
-	base := srvLiveHeap()
+	base := srvColdHeap()
 	var syncSeries *seriesRecorder
 	if series {
 		syncSeries = srvHeapSeries(base)
@@ -546,7 +558,7 @@ type floorFunc func(ctx context.Context, c rest.Interface, ns string) (floorResu
 // allocated and the live heap of the objects it keeps.
 func (s *srvEnv) floorOnce(ctx context.Context, list floorFunc, ns string, n int) (srvResult, error) {
 	r := srvResult{n: n}
-	base := srvLiveHeap()
+	base := srvColdHeap()
 	b0, a0 := srvAllocs()
 	c0 := idxCPUTime()
 	t0 := time.Now()
