@@ -558,8 +558,8 @@ func (l *restLW[T, E]) watch(ctx context.Context, opts metav1.ListOptions, looku
 		return nil, err
 	}
 	w := &restWatch[T, E]{
-		lw:     l,
-		body:   body,
+		lw:       l,
+		body:     body,
 		keys:     keyReader[T]{lookup: lookup},
 		result:   make(chan watch.Event, restWatchBuffer),
 		done:     make(chan struct{}),
