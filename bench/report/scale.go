@@ -162,6 +162,8 @@ func writeScale(sb *strings.Builder, rep *report) {
 		"on the same control plane, without the relist (medians of the rounds). floor-stream is the floor: a bare "+
 		"streaming list decoding the protobuf into the objects, kept in a slice, nothing else. Wall time counts the API server and etcd "+
 		"(on the same machine), which slow down as the collection grows; client CPU is the benchmark process's own CPU time during the sync. "+
+		"Each measured sync starts from a heap handed back to the operating system, as a new process's is, so that every side "+
+		"pays for the pages its own peak touches. "+
 		"Linear means the cost per object at %s is at most %.2f× that at %s for client CPU "+
 		"and %.2f× for heap.\n\n",
 		labels[0], labels[len(labels)-1], labels[len(labels)-1], scaleTimeTolerance, labels[0], scaleHeapTolerance)
