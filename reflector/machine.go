@@ -556,7 +556,11 @@ func (m *machine[T]) watch(ctx context.Context, s watching) state {
 		wctx, c = m.watchContext(ctx, &opts)
 		start = time.Now()
 		var err error
-		w, err = m.r.lw.Watch(wctx, opts)
+		if rl, ok := m.r.lw.(reusingLister[T]); ok {
+			w, err = rl.watchReusing(wctx, opts, nil) // it batches events
+		} else {
+			w, err = m.r.lw.Watch(wctx, opts)
+		}
 		if err == nil && isNil(w) {
 			err = errNilWatch
 		}
@@ -611,6 +615,9 @@ func (m *machine[T]) watch(ctx context.Context, s watching) state {
 	// the loop waits for an event, and at least every publishEvery events
 	// while events arrive back to back (see Health.LastEventTime).
 	var p unpublished[T]
+	// pending are the events of batch (see reusingLister) not taken yet.
+	var batch *eventBatch
+	var pending []watch.Event
 	for {
 		var e watch.Event
 		var ok bool
@@ -622,14 +629,25 @@ func (m *machine[T]) watch(ctx context.Context, s watching) state {
 			return nil
 		default:
 		}
-		select {
-		case e, ok = <-results:
-		default:
-			m.publish(&p)
+		if len(pending) > 0 {
+			e, ok, pending = pending[0], true, pending[1:]
+		} else {
+			if batch != nil {
+				batch.release()
+				batch = nil
+			}
 			select {
-			case <-done:
-				return nil
 			case e, ok = <-results:
+			default:
+				m.publish(&p)
+				select {
+				case <-done:
+					return nil
+				case e, ok = <-results:
+				}
+			}
+			if b, isBatch := e.Object.(*eventBatch); ok && isBatch && len(b.events) > 0 {
+				batch, e, pending = b, b.events[0], b.events[1:]
 			}
 		}
 		if !ok {

@@ -223,9 +223,10 @@ type lookupFunc[T any] func(namespace, name, resourceVersion string) (T, bool)
 // of items and returned in refused; such an object in a watch stream comes as
 // an event whose object is an *undecodable. lookup may be nil.
 //
-// The watch of watchReusing is the reflector's own: while the initial events of
-// a streaming list come in, it may hand over several Added events at once, as
-// one Added event whose object is an *eventBatch.
+// The watch of watchReusing is the reflector's own: it may hand over several
+// events at once, as one Added event whose object is an *eventBatch. While the
+// initial events of a streaming list come in, a batch holds Added events only;
+// after them, Added, Modified, Deleted and Bookmark events.
 type reusingLister[T Object] interface {
 	listReusing(ctx context.Context, opts metav1.ListOptions, lookup lookupFunc[T]) (items []T, fromStore []bool, refused []*RefusedError, lm metav1.ListMeta, err error)
 	watchReusing(ctx context.Context, opts metav1.ListOptions, lookup lookupFunc[T]) (watch.Interface, error)
@@ -242,9 +243,9 @@ func (s *storedObject[T]) DeepCopyObject() runtime.Object {
 	return &storedObject[T]{c}
 }
 
-// eventBatch is the object of an event that carries several Added events of a
-// streaming list's initial events (see reusingLister), each with a decoded T or
-// a *storedObject. The reader calls release once it is done with the events.
+// eventBatch is the object of an event that carries several events of the
+// reflector's own watch (see reusingLister), each with a decoded T or a
+// *storedObject. The reader calls release once it is done with the events.
 type eventBatch struct {
 	events []watch.Event
 	free   chan []watch.Event // where release returns events for reuse, if it has room
@@ -273,8 +274,10 @@ func (b *eventBatch) release() {
 	b.events = nil
 }
 
-// batchMax is the most events an *eventBatch carries.
-const batchMax = 256
+// batchMax is the most events an *eventBatch carries. An event waits in a batch
+// at most while the ones read with it are decoded: batchMax of them, well under
+// a millisecond.
+const batchMax = 64
 
 const acceptProtobuf = runtime.ContentTypeProtobuf + ", " + runtime.ContentTypeJSON
 
@@ -544,8 +547,10 @@ func (l *restLW[T, E]) Watch(ctx context.Context, opts metav1.ListOptions) (watc
 	return l.watch(ctx, opts, nil, false)
 }
 
+// watchReusing is the reflector's own watch: it batches events (see
+// reusingLister).
 func (l *restLW[T, E]) watchReusing(ctx context.Context, opts metav1.ListOptions, lookup lookupFunc[T]) (watch.Interface, error) {
-	return l.watch(ctx, opts, lookup, opts.SendInitialEvents != nil && *opts.SendInitialEvents)
+	return l.watch(ctx, opts, lookup, true)
 }
 
 func (l *restLW[T, E]) watch(ctx context.Context, opts metav1.ListOptions, lookup lookupFunc[T], batching bool) (watch.Interface, error) {
@@ -564,6 +569,7 @@ func (l *restLW[T, E]) watch(ctx context.Context, opts metav1.ListOptions, looku
 		result:   make(chan watch.Event, restWatchBuffer),
 		done:     make(chan struct{}),
 		batching: batching,
+		initial:  opts.SendInitialEvents != nil && *opts.SendInitialEvents,
 	}
 	if batching {
 		w.free = make(chan []watch.Event, 2)
@@ -592,13 +598,14 @@ type restWatch[T JSONObject[E], E any] struct {
 	// keys is used by the goroutine only; its lookup is dropped at the end
 	// of the initial events.
 	keys keyReader[T]
-	// batching is set, by watchReusing, for a streaming list: until the end of
-	// the initial events, the goroutine hands over the Added events it has
-	// decoded while the next one is already read as one *eventBatch, so that
+	// batching is set by watchReusing: the goroutine hands over the events it
+	// has decoded while the next one is already read as one *eventBatch, so that
 	// the reader, which has little to do for each, does not wait and is not
-	// woken up again for every event. free holds the events slices the reader
-	// released.
+	// woken up again for every event. Until the end of the initial events of a
+	// streaming list (initial), only Added events are batched. free holds the
+	// events slices the reader released.
 	batching bool
+	initial  bool
 	free     chan []watch.Event
 	batch    []watch.Event
 }
@@ -646,6 +653,7 @@ func (w *restWatch[T, E]) run() {
 			// Otherwise the stream ended or broke, or Stop was called.
 			return
 		}
+		initial := w.initial // as it was before this event, which may end it
 		ev, err := w.decodeFrame(frame)
 		if err != nil {
 			if w.flush() {
@@ -653,7 +661,7 @@ func (w *restWatch[T, E]) run() {
 			}
 			return
 		}
-		if w.batching && ev.Type == watch.Added && batchable[T](ev.Object) {
+		if w.batching && batchable[T](ev, initial) {
 			if w.batch == nil {
 				select {
 				case w.batch = <-w.free:
@@ -673,14 +681,19 @@ func (w *restWatch[T, E]) run() {
 	}
 }
 
-// batchable reports whether an Added event's object may go in an *eventBatch: a
-// decoded T or a *storedObject.
-func batchable[T Object](obj runtime.Object) bool {
-	switch obj.(type) {
+// batchable reports whether e may go in an *eventBatch: an event with a decoded
+// T or a *storedObject, Added during the initial events of a streaming list, of
+// any type but Error after them.
+func batchable[T Object](e watch.Event, initial bool) bool {
+	switch e.Object.(type) {
 	case T, *storedObject[T]:
-		return true
+	default:
+		return false
 	}
-	return false
+	if initial {
+		return e.Type == watch.Added
+	}
+	return e.Type != watch.Error
 }
 
 // flush sends the events batched so far, if any, as one *eventBatch. It
@@ -747,7 +760,7 @@ func (w *restWatch[T, E]) decodeFrame(frame []byte) (watch.Event, error) {
 func (w *restWatch[T, E]) afterEvent(t watch.EventType, obj T) {
 	if t == watch.Bookmark && obj.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
 		w.keys.lookup = nil
-		w.batching = false
+		w.initial = false
 	}
 }
 

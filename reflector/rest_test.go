@@ -824,8 +824,8 @@ func TestFromRESTBadArguments(t *testing.T) {
 
 // TestFromRESTStreamBatchesInitialEvents: the reflector's own streaming watch
 // (watchReusing) hands over Added events of the initial events that were read
-// together as *eventBatch, in the server's order, and sends what follows the
-// end of the initial events one event at a time; Watch never batches.
+// together as *eventBatch, in the server's order, and the events of every type
+// that follow, batched or not, in order; Watch never batches.
 func TestFromRESTStreamBatchesInitialEvents(t *testing.T) {
 	const n = 600
 	s := newServer(t, reflectortest.Config{WatchList: true}, n)
@@ -894,13 +894,117 @@ func TestFromRESTStreamBatchesInitialEvents(t *testing.T) {
 	if batches == 0 || batches > n/2 {
 		t.Errorf("%d objects in %d batches, want batches of several", n, batches)
 	}
-	mustCreate(t, s, cm("ns", "after"))
-	select {
-	case e := <-own.ResultChan():
-		if c, ok := e.Object.(*corev1.ConfigMap); !ok || e.Type != watch.Added || c.Name != "after" {
-			t.Errorf("after the initial events: %s of a %T, want the Added ConfigMap alone", e.Type, e.Object)
+	// After them, events of every type may come batched, in order.
+	after := mustCreate(t, s, cm("ns", "after"))
+	after.Data = map[string]string{"k": "v"}
+	if _, err := s.Update(after); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Delete("ns", want[0]); err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	timeout := time.After(10 * time.Second)
+	for len(seen) < 3 {
+		var e watch.Event
+		select {
+		case e = <-own.ResultChan():
+		case <-timeout:
+			t.Fatalf("after the initial events, only %v", seen)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no event after the initial events")
+		events := []watch.Event{e}
+		if b, ok := e.Object.(*eventBatch); ok {
+			events = b.events
+		}
+		for _, e := range events {
+			if c, ok := e.Object.(*corev1.ConfigMap); ok && e.Type != watch.Bookmark {
+				seen = append(seen, string(e.Type)+" "+c.Name)
+			}
+		}
+	}
+	if diff := cmp.Diff([]string{"ADDED after", "MODIFIED after", "DELETED " + want[0]}, seen); diff != "" {
+		t.Errorf("events after the initial ones (-want +got):\n%s", diff)
+	}
+}
+
+// batchCountingLW is FromREST's ListerWatcher, whose own watches count the
+// events they hand over in batches.
+type batchCountingLW struct {
+	*restLW[*corev1.ConfigMap, corev1.ConfigMap]
+	batched atomic.Int64
+}
+
+func (l *batchCountingLW) watchReusing(ctx context.Context, opts metav1.ListOptions, lookup lookupFunc[*corev1.ConfigMap]) (watch.Interface, error) {
+	w, err := l.restLW.watchReusing(ctx, opts, lookup)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan watch.Event)
+	go func() {
+		defer close(out)
+		for e := range w.ResultChan() {
+			if b, ok := e.Object.(*eventBatch); ok && !(opts.SendInitialEvents != nil && *opts.SendInitialEvents) {
+				l.batched.Add(int64(len(b.events)))
+			}
+			out <- e
+		}
+	}()
+	return &forwardedWatch{Interface: w, out: out}, nil
+}
+
+type forwardedWatch struct {
+	watch.Interface
+	out chan watch.Event
+}
+
+func (w *forwardedWatch) ResultChan() <-chan watch.Event { return w.out }
+
+// gatedStore is a keyStore whose first Update waits for gate to close.
+type gatedStore struct {
+	*keyStore
+	gate chan struct{}
+	once sync.Once
+}
+
+func (s *gatedStore) Update(o *corev1.ConfigMap) error {
+	s.once.Do(func() { <-s.gate })
+	return s.keyStore.Update(o)
+}
+
+// TestFromRESTWatchBatchesBursts: the events of a burst that reached the
+// client while the reflector was busy come to it in batches, and the store
+// follows every one, in order.
+func TestFromRESTWatchBatchesBursts(t *testing.T) {
+	const n, updates = 20, 400
+	s := newServer(t, reflectortest.Config{}, n)
+	lw := &batchCountingLW{restLW: FromREST[*corev1.ConfigMap](serveAPI(t, s, runtime.ContentTypeProtobuf), "configmaps", "ns").(*restLW[*corev1.ConfigMap, corev1.ConfigMap])}
+	st := &gatedStore{keyStore: newKeyStore(), gate: make(chan struct{})}
+	var transforms atomic.Int64
+	r := New(lw, st, Config[*corev1.ConfigMap]{WatchList: WatchListOff, Transform: countingTransform(&transforms)})
+	start(t, r)
+	want := serverMarked(s)
+	st.waitFor(t, "sync", func(objs map[string]*corev1.ConfigMap, _ int) bool { return cmp.Equal(want, objs) })
+	// The first update's event holds the reflector in Update while the others
+	// reach the client.
+	for i := range updates {
+		c := s.Items()[i%n].DeepCopy()
+		c.Data = map[string]string{"i": strconv.Itoa(i)}
+		if _, err := s.Update(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustCreate(t, s, cm("ns", "last"))
+	if _, err := s.Delete("ns", s.Items()[0].Name); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	close(st.gate)
+	want = serverMarked(s)
+	st.waitFor(t, "the burst", func(objs map[string]*corev1.ConfigMap, _ int) bool { return cmp.Equal(want, objs) })
+	if got := lw.batched.Load(); got < updates/2 {
+		t.Errorf("%d events of the burst came batched, want most of %d", got, updates+2)
+	}
+	if got := r.Health().Stats.Events; got < updates+2 {
+		t.Errorf("Stats.Events = %d, want at least %d", got, updates+2)
 	}
 }
