@@ -84,7 +84,13 @@
 // With FromREST or FromJSON and a ReuseKeyStore (an informer's is), those
 // objects are not decoded at all: the relist allocates little more than the
 // changed objects, a key per object and one page or watch frame at a time
-// (with JSON, also a copy of each item's bytes while its page is read). Per
-// watch event the reflector does a type assertion, the transform, the store
-// call and one short critical section to update Health.
+// (with JSON, also a copy of each item's bytes while its page is read). A
+// store that is also a SizedStore is not asked to reuse anything during a
+// list that starts while it is empty, such as the first. Per watch event the
+// reflector does a type assertion, the transform and the store call, and it
+// updates Health in one short critical section per run of at most 64 events
+// back to back. The protobuf watches FromREST opens for the reflector hand
+// over the events that reached the client together (at most 64 at once, as
+// soon as the next event is not all read), so that the reflector is not woken
+// up for each.
 package reflector
