@@ -435,6 +435,7 @@ func (m *machine[T]) stream(ctx context.Context, s streaming) state {
 		if err != nil {
 			var ref *RefusedError
 			if errors.As(err, &ref) {
+				// As in streamAdd: Replace drops the store's copy.
 				buf.removeKey(ref.Key)
 				m.refused(ref)
 				continue
