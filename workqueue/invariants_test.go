@@ -20,8 +20,8 @@ func checkInvariants[T comparable](t testing.TB, q *Queue[T]) {
 	q.amu.Lock()
 	defer q.amu.Unlock()
 	err := q.c.check()
-	if err == nil && len(q.waiters) > 0 && q.c.ready > 0 {
-		err = fmt.Errorf("%d waiters while %d items are ready", len(q.waiters), q.c.ready)
+	if err == nil && (q.woken < 0 || len(q.waiters) > 0 && q.c.ready > q.woken) {
+		err = fmt.Errorf("%d waiters while %d items are ready and %d Gets being woken", len(q.waiters), q.c.ready, q.woken)
 	}
 	switch {
 	case err != nil:
@@ -197,7 +197,7 @@ func (c *core[T]) check() error {
 	if n != c.inflight {
 		return fmt.Errorf("in-flight list has %d entries, inflight = %d", n, c.inflight)
 	}
-	if c.cacheHead > len(c.cacheQ) || len(c.cacheQ) > 2*c.cached+compactMin {
+	if live := len(c.cacheQ) - c.cacheHead; live < 0 || live > 2*c.cached+compactMin || c.cacheHead > max(live, compactMin) {
 		return fmt.Errorf("cache queue: head %d, length %d, %d cached", c.cacheHead, len(c.cacheQ), c.cached)
 	}
 	valid := map[int32]bool{}
