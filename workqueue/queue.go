@@ -176,10 +176,9 @@ type Queue[T comparable] struct {
 
 	_ [cacheLine]byte
 
-	// amu guards adds, the immediate adds staged by Add and the Dones staged by Done, not
-	// yet applied to the core (oldest first; fewer than stageMax whenever no Add is
-	// running), and ashut, set by ShutDown, after which adds are refused and Dones not
-	// staged. Lock order: mu, then amu. See addNow and stageDone.
+	// amu guards adds, the immediate adds staged by Add and not yet applied to the core
+	// (oldest first; fewer than stageMax whenever no Add is running), and ashut, set by
+	// ShutDown, after which adds are refused. Lock order: mu, then amu. See addNow.
 	amu   sync.Mutex
 	adds  []staged[T]
 	ashut bool
@@ -209,7 +208,7 @@ type Queue[T comparable] struct {
 // cacheLine is the size of padding that keeps field groups on separate cache lines.
 const cacheLine = 64
 
-// staged is an add (delayed or immediate), or a Done, not yet applied to the core.
+// staged is a delayed add not yet moved into the core.
 type staged[T comparable] struct {
 	item T
 	at   int64
