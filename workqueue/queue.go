@@ -215,7 +215,6 @@ type staged[T comparable] struct {
 	prio int
 	key  string
 	tag  uint32 // tagOf(item), computed by the adder outside the locks
-	done bool   // not an add but a Done of item (see Done)
 }
 
 // stageMax is the size of a staging buffer. A full one waits (in Queue.full) to be moved
@@ -445,12 +444,6 @@ func (q *Queue[T]) applyAddsLocked() {
 	q.amu.Unlock()
 	q.c.touch(buf)
 	for i := range buf {
-		if buf[i].done {
-			if s := q.c.findInFlight(buf[i].item); s != none {
-				q.c.finish(s, 0) // staged only without metrics: no timing
-			}
-			continue
-		}
 		if q.c.add(buf[i].item, buf[i].tag, buf[i].prio, buf[i].key, buf[i].at) && q.metrics != nil {
 			q.applied++
 		}
@@ -903,21 +896,8 @@ func (q *Queue[T]) removeWaiterLocked(w *waiter[T]) {
 // the Done), or when one of them may be an add of the item. Otherwise the item is retired
 // whatever the staged adds are, and they are applied by the next holder of the lock, in
 // the same order, so a worker does not take the staging lock twice per item.
-//
-// A Done that finds the queue's lock taken (many workers at once) does not wait for it
-// unless a Get waits or the queue has Metrics: it is staged with the adds, and the next
-// holder of the lock applies it in order with them, so it takes effect when it is made,
-// as far as any caller can tell, as an Add does.
 func (q *Queue[T]) Done(item T) {
-	switch {
-	case q.metrics != nil:
-		q.mu.Lock()
-	case q.mu.TryLock():
-	case q.stageDone(item):
-		return // whoever takes mu next applies it
-	default:
-		q.mu.Lock()
-	}
+	q.mu.Lock()
 	// Applying adds neither moves entries nor changes which are in flight: s stays valid.
 	s := q.c.findInFlight(item)
 	if q.nadds.Load() != 0 && s != none && (q.c.e(s).state() == stRedirty || q.staged.Load()&(uint64(1)<<(q.c.e(s).tag%64)) != 0) {
@@ -942,33 +922,6 @@ func (q *Queue[T]) Done(item T) {
 	if ok && q.metrics != nil && !q.binned {
 		q.metrics.Finished(time.Duration(worked))
 	}
-}
-
-// stageDone stages a Done of item with the adds, when mu is taken by someone else: the
-// Done then costs the worker a hold of amu instead of a wait for mu, and is applied in
-// order with the adds by the next holder of mu, as an add is. It reports false when the
-// Done must be applied now: when a Get waits (it may be waiting for the item to be queued
-// again), after shut-down, or when the buffer is full.
-func (q *Queue[T]) stageDone(item T) bool {
-	if q.nwait.Load() != 0 {
-		return false
-	}
-	q.amu.Lock()
-	if q.ashut || len(q.adds) >= stageMax-1 {
-		q.amu.Unlock()
-		return false
-	}
-	q.adds = append(q.adds, staged[T]{item: item, done: true})
-	if len(q.adds) == 1 {
-		q.nadds.Store(1)
-	}
-	q.amu.Unlock()
-	if q.nwait.Load() != 0 { // a Get began to wait: it may have looked at nadds before
-		q.mu.Lock()
-		q.applyAddsLocked()
-		q.unlock()
-	}
-	return true
 }
 
 // Len returns the number of items ready to be handed out (not those being processed or
