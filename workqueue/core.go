@@ -123,9 +123,7 @@ type level struct {
 //     with one valid element in cacheQ, or in dying if dying); live == idx.n - cached -
 //     ndying;
 //   - a cacheQ element is valid iff its entry is stCached with prev == its seq; elements
-//     are in the order their entries were cached; of cacheQ, the cacheHead taken elements
-//     before the head number at most max(the rest, compactMin), and the rest at most
-//     2·cached + compactMin;
+//     are in the order their entries were cached, and len(cacheQ) <= 2·cached + compactMin;
 //   - sched holds exactly one valid element per entry with dat != 0 (see schedule);
 //   - cached <= keep + evictBatch: finished items are remembered up to the configured
 //     number, least recently finished evicted first; none when keep < 0;
@@ -274,14 +272,9 @@ func (c *core[T]) activated() {
 }
 
 // revive makes a cached entry live again (idle, to be queued or delayed by the caller).
-func (c *core[T]) revive(s int32, e *entry[T]) {
+func (c *core[T]) revive(e *entry[T]) {
 	if e.next != dyingMark { // hits on the sample only: see cacheSample
 		c.cacheEvent(1, 0)
-		// Items often come back in the order they finished: then the element is the
-		// head of the cache queue, and taking it leaves nothing stale to compact.
-		if h := c.cacheHead; h < len(c.cacheQ) && c.cacheQ[h] == (cacheRef{slot: s, seq: e.prev}) {
-			c.cacheHead++
-		}
 	}
 	c.uncacheEntry(e)
 	c.activated()
@@ -320,10 +313,9 @@ func (c *core[T]) uncacheEntry(e *entry[T]) {
 	e.setState(stIdle)
 }
 
-// maybeCompact compacts the cache queue when stale elements are the majority of those
-// after its head, or when taken elements (before the head) outnumber those after it.
+// maybeCompact compacts the cache queue when stale and taken elements are the majority.
 func (c *core[T]) maybeCompact() {
-	if live := len(c.cacheQ) - c.cacheHead; live > 2*c.cached+compactMin || c.cacheHead > max(live, compactMin) {
+	if len(c.cacheQ) > 2*c.cached+compactMin {
 		c.compactCache()
 	}
 }
@@ -790,7 +782,7 @@ func (c *core[T]) add(item T, tag uint32, prio int, key string, now int64) bool 
 	if s == none {
 		s = c.alloc(item, tag, pos)
 	} else if e := c.e(s); e.state() == stCached {
-		c.revive(s, e)
+		c.revive(e)
 	} else if (e.state() == stQueued || e.state() == stRedirty) && prio <= c.lanes[e.lane()].prio {
 		if e.mk != mkPublished {
 			c.publish(s) // so that the next duplicates need no lock

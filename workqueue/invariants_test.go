@@ -197,7 +197,7 @@ func (c *core[T]) check() error {
 	if n != c.inflight {
 		return fmt.Errorf("in-flight list has %d entries, inflight = %d", n, c.inflight)
 	}
-	if live := len(c.cacheQ) - c.cacheHead; live < 0 || live > 2*c.cached+compactMin || c.cacheHead > max(live, compactMin) {
+	if c.cacheHead > len(c.cacheQ) || len(c.cacheQ) > 2*c.cached+compactMin {
 		return fmt.Errorf("cache queue: head %d, length %d, %d cached", c.cacheHead, len(c.cacheQ), c.cached)
 	}
 	valid := map[int32]bool{}

@@ -302,7 +302,7 @@ func TestKeepFinishedReAddAll(t *testing.T) {
 		}
 		checkInvariants(t, q)
 		q.mu.Lock()
-		cached, qlen := q.c.cached, len(q.c.cacheQ)-q.c.cacheHead
+		cached, qlen := q.c.cached, len(q.c.cacheQ)
 		q.mu.Unlock()
 		if cached != len(ks) || qlen > 2*cached+compactMin {
 			t.Fatalf("round %d: %d cached, cache queue %d", round, cached, qlen)

@@ -78,7 +78,7 @@ func (c *core[T]) addAt(item T, tag uint32, at int64, prio int, key string, now 
 	if s == none {
 		s = c.alloc(item, tag, pos)
 	} else if e := c.e(s); e.state() == stCached {
-		c.revive(s, e)
+		c.revive(e)
 	}
 	e := c.e(s)
 	if e.dat != 0 {
