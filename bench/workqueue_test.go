@@ -576,12 +576,14 @@ func wqRusage() time.Duration {
 // the machine has cores (2×2), one producer feeding 4 workers, hot keys (4 producers
 // and 4 workers over 8 keys: nearly every round trip wakes a blocked Get), a tiny
 // key set (1×1 over 10 keys: the producer and the worker wait for each other every
-// 10 items); dedup-heavy adds of 1 producer with 2 workers; AddAfter of the same 1k
+// 10 items), many idle workers over few keys (1 producer and 64 workers over 10 keys;
+// 1 producer and 2 workers over 2 keys: most workers wait, and each item finds a Get
+// waiting); dedup-heavy adds of 1 producer with 2 workers; AddAfter of the same 1k
 // keys again and again with random delays from 1s to 1h (re-scheduling items already
 // scheduled: the earlier deadline wins); AddRateLimited of one key again and again
 // (its backoff grows to the limiter's cap).
 func BenchmarkWorkqueueOtherShapes(b *testing.B) {
-	for _, c := range []struct{ p, w, k int }{{2, 2, 1000}, {1, 4, 1000}, {4, 4, 8}, {1, 1, 10}} {
+	for _, c := range []struct{ p, w, k int }{{2, 2, 1000}, {1, 4, 1000}, {4, 4, 8}, {1, 1, 10}, {1, 64, 10}, {1, 2, 2}} {
 		keys := wqOwnedKeys(c.k, c.p)
 		for _, impl := range wqImpls {
 			b.Run(fmt.Sprintf("agd-p%dw%dk%d/impl=%s", c.p, c.w, c.k, impl.name), func(b *testing.B) {

@@ -135,7 +135,7 @@ type core[T comparable] struct {
 	seed maphash.Seed // hashes items for idx
 	// pages hold the entries, pageSize each, so that growing allocates one page at a time
 	// (no copying, and at most one page of slack); nslots slots have been handed out.
-	pages  [][]entry[T]
+	pages  []*[pageSize]entry[T]
 	nslots int32
 	// free holds the free slots, most recently freed last. A stack rather than a list
 	// threaded through the entries: taking a slot then reads this array, not the freed
@@ -242,15 +242,16 @@ func (c *core[T]) alloc(item T, tag uint32, pos int) int32 {
 		}
 		s = c.nslots
 		if int(s)>>pageBits == len(c.pages) {
-			c.pages = append(c.pages, make([]entry[T], pageSize))
+			c.pages = append(c.pages, new([pageSize]entry[T]))
 		}
 		c.nslots++
 		if c.timing {
 			c.stamps = append(c.stamps, stamp{})
 		}
 	}
-	*c.e(s) = entry[T]{item: item, dlane: none, prev: none, next: none, tag: tag}
-	c.e(s).set(stIdle, none)
+	e := c.e(s)
+	*e = entry[T]{item: item, dlane: none, prev: none, next: none, tag: tag}
+	e.set(stIdle, none)
 	c.idx.put(tag, pos, s)
 	c.activated()
 	return s
@@ -271,11 +272,11 @@ func (c *core[T]) activated() {
 }
 
 // revive makes a cached entry live again (idle, to be queued or delayed by the caller).
-func (c *core[T]) revive(s int32) {
-	if c.e(s).next != dyingMark { // hits on the sample only: see cacheSample
+func (c *core[T]) revive(e *entry[T]) {
+	if e.next != dyingMark { // hits on the sample only: see cacheSample
 		c.cacheEvent(1, 0)
 	}
-	c.uncache(s)
+	c.uncacheEntry(e)
 	c.activated()
 	c.maybeCompact()
 }
@@ -299,8 +300,10 @@ func (c *core[T]) cachedWith(r cacheRef) bool {
 }
 
 // uncache makes a cached entry idle; its cache element becomes stale.
-func (c *core[T]) uncache(s int32) {
-	e := c.e(s)
+func (c *core[T]) uncache(s int32) { c.uncacheEntry(c.e(s)) }
+
+// uncacheEntry is uncache of the entry itself.
+func (c *core[T]) uncacheEntry(e *entry[T]) {
 	if e.next == dyingMark {
 		c.ndying--
 	} else {
@@ -334,9 +337,9 @@ func (c *core[T]) compactCache() {
 // retire handles an entry that is neither queued nor in flight any more: it stays live if a
 // delayed add is pending; otherwise it is cached, evicting the least recently finished
 // entries beyond the bound, or freed when the cache is off.
-func (c *core[T]) retire(s int32) {
-	if c.e(s).dat != 0 {
-		c.e(s).setState(stIdle)
+func (c *core[T]) retire(s int32, e *entry[T]) {
+	if e.dat != 0 {
+		e.setState(stIdle)
 		return
 	}
 	if c.keep < 0 {
@@ -346,7 +349,7 @@ func (c *core[T]) retire(s int32) {
 		}
 		return
 	}
-	if c.sampled && c.e(s).tag%cacheSample != 0 {
+	if c.sampled && e.tag%cacheSample != 0 {
 		c.die(s)
 		if c.cached > 0 {
 			c.trimCache()
@@ -356,7 +359,6 @@ func (c *core[T]) retire(s int32) {
 		}
 		return
 	}
-	e := c.e(s)
 	e.setState(stCached)
 	e.next = none
 	e.prev = c.cacheSeq
@@ -780,7 +782,7 @@ func (c *core[T]) add(item T, tag uint32, prio int, key string, now int64) bool 
 	if s == none {
 		s = c.alloc(item, tag, pos)
 	} else if e := c.e(s); e.state() == stCached {
-		c.revive(s)
+		c.revive(e)
 	} else if (e.state() == stQueued || e.state() == stRedirty) && prio <= c.lanes[e.lane()].prio {
 		if e.mk != mkPublished {
 			c.publish(s) // so that the next duplicates need no lock
@@ -884,22 +886,29 @@ func (c *core[T]) pop(now int64) (int32, int64) {
 	return s, waited
 }
 
-// scanMax is the in-flight count up to which done finds its item by walking the in-flight
-// list (a few cache-resident comparisons) rather than by hashing into the index.
-const scanMax = 32
+// scanMax is how many of the most recently handed out items done compares with its item
+// (a few cache-resident comparisons, no hashing) before it looks the item up in the index.
+// Workers usually finish the item they took last; with many workers finishing in any
+// order, walking further would cost more than the lookup.
+const scanMax = 4
 
 // findInFlight returns the slot of item if it is in flight, or none.
 func (c *core[T]) findInFlight(item T) int32 {
-	if c.inflight <= scanMax {
-		// Newest first: workers usually finish the item they just took.
-		for s := c.newest; s != none; s = c.e(s).prev {
-			if c.e(s).item == item {
-				return s
-			}
+	s := c.newest
+	for range scanMax {
+		if s == none {
+			return none // the whole in-flight list was walked
 		}
+		e := c.e(s)
+		if e.item == item {
+			return s
+		}
+		s = e.prev
+	}
+	if s == none {
 		return none
 	}
-	s := c.find(item)
+	s = c.find(item)
 	if s == none {
 		return none
 	}
@@ -939,7 +948,7 @@ func (c *core[T]) finish(s int32, now int64) int64 {
 		c.push(s, e.lane()) // pending since its re-add: keep that stamp
 		return worked
 	}
-	c.retire(s)
+	c.retire(s, e)
 	return worked
 }
 

@@ -20,8 +20,8 @@ func checkInvariants[T comparable](t testing.TB, q *Queue[T]) {
 	q.amu.Lock()
 	defer q.amu.Unlock()
 	err := q.c.check()
-	if err == nil && len(q.waiters) > 0 && q.c.ready > 0 {
-		err = fmt.Errorf("%d waiters while %d items are ready", len(q.waiters), q.c.ready)
+	if err == nil && (q.woken < 0 || len(q.waiters) > 0 && q.c.ready > q.woken) {
+		err = fmt.Errorf("%d waiters while %d items are ready and %d Gets being woken", len(q.waiters), q.c.ready, q.woken)
 	}
 	switch {
 	case err != nil:

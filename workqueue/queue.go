@@ -105,9 +105,11 @@ type Queue[T comparable] struct {
 	mu sync.Mutex
 	// c is the state machine; guarded by mu.
 	c core[T]
-	// waiters are blocked Gets, most recent last. Invariant: non-empty only while nothing
-	// is ready (c.ready == 0) and the queue is not exhausted.
+	// waiters are blocked Gets, most recent last; woken counts the Gets woken by
+	// dispatchLocked (removed from waiters) that have not taken mu again since. Invariant:
+	// waiters is non-empty only while c.ready <= woken and the queue is not exhausted.
 	waiters []*waiter[T]
+	woken   int
 	// shut is set once by ShutDown or ShutDownWithDrain; guarded by mu. shutFlag mirrors it
 	// for lock-free early exits.
 	shut bool
@@ -124,8 +126,8 @@ type Queue[T comparable] struct {
 	// (with metrics) that made items pending, for unlock to report.
 	spareAdds []staged[T]
 	applied   int
-	// wake[:nwake] are waiters handed an item under mu whose wake-up unlock sends once mu
-	// is released, so that the lock is not held while the scheduler readies them.
+	// wake[:nwake] are waiters woken under mu whose wake-up unlock sends once mu is
+	// released, so that the lock is not held while the scheduler readies them.
 	wake  [wakeMax]*waiter[T]
 	nwake int
 	// watches are the contexts whose end wakes the Gets waiting with them, and
@@ -225,13 +227,11 @@ const (
 	maxFull  = 8
 )
 
-// waiter is a blocked Get. The waking goroutine fills item and res under the queue's lock
-// and then sends on ch.
+// waiter is a blocked Get. The waking goroutine sets res under the queue's lock and then
+// sends on ch.
 type waiter[T comparable] struct {
-	ch     chan struct{} // capacity 1; receives exactly one wake-up per wait
-	item   T
-	waited int64
-	res    uint8
+	ch  chan struct{} // capacity 1; receives exactly one wake-up per wait
+	res uint8
 	// done is the Done channel of the Get's context when the queue watches it (the
 	// watch wakes w when it ends), nil when the Get selects on it itself.
 	done <-chan struct{}
@@ -239,7 +239,7 @@ type waiter[T comparable] struct {
 
 const (
 	resWaiting uint8 = iota
-	resItem
+	resReady         // items are ready: look again
 	resShutDown
 	resCanceled // the context w.done belongs to ended
 )
@@ -379,7 +379,7 @@ func (q *Queue[T]) NumRequeues(item T) int { return q.limiter.NumRequeues(item) 
 // takes mu next applies the staged adds first, in order, before anything else (see
 // applyAddsLocked), so an add takes effect at the moment it is staged, as far as anyone
 // can observe. The adder applies them itself when the buffer is full, and when a Get waits
-// (a waiting Get must be handed the item now); in that case it skips the staging.
+// (a waiting Get must be woken now); in that case it skips the staging.
 func (q *Queue[T]) addNow(item T, tag uint32, prio int, key string, retried bool) {
 	var at int64
 	if q.metrics != nil {
@@ -422,7 +422,7 @@ func (q *Queue[T]) addNow(item T, tag uint32, prio int, key string, retried bool
 	if q.c.add(item, tag, prio, key, at) && q.metrics != nil {
 		q.applied++
 	}
-	q.dispatchLocked(at)
+	q.dispatchLocked()
 	q.unlock()
 	if q.metrics != nil && retried {
 		q.metrics.Retried()
@@ -451,11 +451,7 @@ func (q *Queue[T]) applyAddsLocked() {
 	clear(buf)
 	q.spareAdds = buf[:0]
 	if len(q.waiters) > 0 {
-		var now int64
-		if q.metrics != nil {
-			now = q.now()
-		}
-		q.dispatchLocked(now)
+		q.dispatchLocked()
 	}
 }
 
@@ -464,8 +460,8 @@ func (q *Queue[T]) applyAddsLocked() {
 const wakeMax = 8
 
 // unlock releases mu, reports to Metrics.Added the adds made pending while mu was held
-// (counted in applied), then wakes the waiters dispatchLocked handed items to: a Get
-// handed an item returns after its add was reported.
+// (counted in applied), then wakes the waiters dispatchLocked chose: a Get woken for an
+// item takes it after its add was reported.
 func (q *Queue[T]) unlock() {
 	if q.binned {
 		q.countAddsLocked()
@@ -669,7 +665,7 @@ func (q *Queue[T]) pump(rearm bool) {
 		now := q.now()
 		moved, added := q.c.fire(now, fireBatch)
 		if added > 0 {
-			q.dispatchLocked(now)
+			q.dispatchLocked()
 		}
 		more := moved == fireBatch
 		if !more && rearm {
@@ -709,18 +705,17 @@ func (q *Queue[T]) dueLocked() bool {
 	return next != math.MaxInt64 && next <= q.now()
 }
 
-// dispatchLocked hands ready items to blocked Gets; their wake-ups are sent by unlock (or
-// here, beyond wakeMax of them). Requires mu held.
-func (q *Queue[T]) dispatchLocked(now int64) {
-	for len(q.waiters) > 0 && q.c.ready > 0 {
+// dispatchLocked wakes blocked Gets, the last to wait first, until as many are being woken
+// as items are ready; their wake-ups are sent by unlock (or here, beyond wakeMax of them).
+// Requires mu held.
+func (q *Queue[T]) dispatchLocked() {
+	for len(q.waiters) > 0 && q.c.ready > q.woken {
 		w := q.waiters[len(q.waiters)-1]
 		q.waiters[len(q.waiters)-1] = nil
 		q.waiters = q.waiters[:len(q.waiters)-1]
 		q.nwait.Add(-1)
-		s, waited := q.c.pop(now)
-		w.item = q.c.e(s).item
-		w.waited = waited
-		w.res = resItem
+		q.woken++
+		w.res = resReady
 		if q.nwake < wakeMax {
 			q.wake[q.nwake] = w
 			q.nwake++
@@ -755,14 +750,69 @@ func (q *Queue[T]) finishLocked() {
 // left to hand out (no ready item, and no item in flight that was added again and will be
 // re-queued by its Done).
 //
+// An item that becomes ready while Gets wait wakes one of them (the one that began to wait
+// last), but is not set aside for it: whichever Get comes first takes it, so a worker that
+// is running (back from a Done) takes it without a wake-up, and the Get woken for it waits
+// again if it finds nothing. At most as many Gets are being woken at once as items are
+// ready.
+//
 // A context that Gets wait with again and again (a worker's) is watched by the queue
 // with context.AfterFunc, from its second wait in a row until it ends or the queue is
 // shut down and has run dry, so that waiting with it costs what waiting without one
 // does; up to 4 contexts are watched at once. For a context of a type of its own (not
 // made by package context), AfterFunc runs a goroutine meanwhile.
 func (q *Queue[T]) Get(ctx context.Context) (T, error) {
-	var zero T
 	q.mu.Lock()
+	for {
+		item, wait, err := q.getLocked(ctx)
+		if !wait {
+			return item, err
+		}
+		w := q.getWaiter()
+		done := ctx.Done()
+		watched := done != nil && q.watchLocked(ctx, done)
+		if watched {
+			w.done = done // ctx's end wakes w (see ctxwatch.go)
+		}
+		q.waiters = append(q.waiters, w)
+		q.unlock()
+
+		if done == nil || watched {
+			<-w.ch
+		} else {
+			select {
+			case <-w.ch:
+			case <-done:
+				q.mu.Lock()
+				if w.res == resWaiting {
+					q.removeWaiterLocked(w)
+					q.unlock()
+					q.pool.Put(w)
+					return item, ctx.Err()
+				}
+				q.unlock()
+				<-w.ch // it was woken concurrently: see why
+			}
+		}
+		res := w.res
+		w.done = nil
+		q.pool.Put(w)
+		switch res {
+		case resShutDown:
+			return item, ErrShutDown
+		case resCanceled:
+			return item, ctx.Err()
+		}
+		// resReady: items are ready, look again (maybe another Get took them).
+		q.mu.Lock()
+		q.woken--
+	}
+}
+
+// getLocked is one look of Get: it hands out a ready item, or returns the error Get
+// returns, or, with wait set, leaves the Get counted in nwait and mu held, to wait.
+// Requires mu held; releases it unless wait is set.
+func (q *Queue[T]) getLocked(ctx context.Context) (item T, wait bool, err error) {
 	registered := false // counted in nwait
 	for {
 		q.applyAddsLocked()
@@ -779,7 +829,7 @@ func (q *Queue[T]) Get(ctx context.Context) (T, error) {
 				now = q.now()
 			}
 			s, waited := q.c.pop(now)
-			item := q.c.e(s).item
+			item = q.c.e(s).item
 			if q.shut {
 				q.finishLocked()
 			}
@@ -790,9 +840,8 @@ func (q *Queue[T]) Get(ctx context.Context) (T, error) {
 			if q.metrics != nil && !q.binned {
 				q.metrics.Started(time.Duration(waited))
 			}
-			return item, nil
+			return item, false, nil
 		}
-		var err error
 		if q.shut && q.c.redirty == 0 {
 			err = ErrShutDown
 		} else if ctx.Done() != nil {
@@ -803,58 +852,19 @@ func (q *Queue[T]) Get(ctx context.Context) (T, error) {
 				q.nwait.Add(-1)
 			}
 			q.unlock()
-			return zero, err
+			return item, false, err
 		}
 		if registered {
-			break
+			return item, true, nil
 		}
 		// Announce the wait before looking at the staged adds a last time: an adder that
-		// stages after that look sees the announcement and hands its item over.
+		// stages after that look sees the announcement and applies its add itself.
 		q.nwait.Add(1)
 		registered = true
 		if q.nadds.Load() == 0 {
-			break
+			return item, true, nil
 		}
 	}
-	w := q.getWaiter()
-	done := ctx.Done()
-	watched := done != nil && q.watchLocked(ctx, done)
-	if watched {
-		w.done = done // ctx's end wakes w (see ctxwatch.go)
-	}
-	q.waiters = append(q.waiters, w)
-	q.unlock()
-
-	if done == nil || watched {
-		<-w.ch
-	} else {
-		select {
-		case <-w.ch:
-		case <-done:
-			q.mu.Lock()
-			if w.res == resWaiting {
-				q.removeWaiterLocked(w)
-				q.unlock()
-				q.pool.Put(w)
-				return zero, ctx.Err()
-			}
-			q.unlock()
-			<-w.ch // it was woken concurrently: take what it was given
-		}
-	}
-	res, item, waited := w.res, w.item, w.waited
-	w.item, w.done = zero, nil
-	q.pool.Put(w)
-	switch res {
-	case resShutDown:
-		return zero, ErrShutDown
-	case resCanceled:
-		return zero, ctx.Err()
-	}
-	if q.metrics != nil && !q.binned {
-		q.metrics.Started(time.Duration(waited))
-	}
-	return item, nil
 }
 
 func (q *Queue[T]) getWaiter() *waiter[T] {
@@ -903,7 +913,7 @@ func (q *Queue[T]) Done(item T) {
 		worked = q.c.finish(s, now)
 	}
 	if ok {
-		q.dispatchLocked(now)
+		q.dispatchLocked()
 	}
 	if q.shut {
 		q.finishLocked()

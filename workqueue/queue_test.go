@@ -3,6 +3,7 @@ package workqueue
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -599,4 +600,47 @@ type reentrantLimiter struct {
 func (r reentrantLimiter) When(item string) time.Duration {
 	r.hook()
 	return r.RateLimiter.When(item)
+}
+
+// TestRunningGetTakesItemBeforeWokenGet: an item added while a Get waits wakes that Get
+// but is not set aside for it. A Get that comes first (a worker back from a Done) takes it
+// at once, and the woken Get, finding nothing, waits again and takes the next item. With
+// one processor the woken Get cannot run before the running one, so the running one
+// takes the item every time.
+func TestRunningGetTakesItemBeforeWokenGet(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	q := New(Config[int]{})
+	got := make(chan int)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer close(got)
+		for {
+			item, err := q.Get(context.Background())
+			if err != nil {
+				return
+			}
+			got <- item
+			q.Done(item)
+		}
+	})
+	for i := 0; i < 40; i += 2 {
+		for q.nwait.Load() != 1 { // the other Get waits
+			runtime.Gosched()
+		}
+		q.Add(i) // wakes it
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		item, err := q.Get(ctx)
+		cancel()
+		if err != nil || item != i {
+			t.Fatalf("round %d: the running Get = %d, %v; want the item the woken Get was woken for", i, item, err)
+		}
+		q.Done(i)
+		q.Add(i + 1)
+		if item := <-got; item != i+1 {
+			t.Fatalf("round %d: the woken Get took %d, want %d", i, item, i+1)
+		}
+	}
+	q.ShutDown()
+	wg.Wait()
+	checkInvariants(t, q)
 }

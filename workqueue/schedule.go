@@ -77,8 +77,8 @@ func (c *core[T]) addAt(item T, tag uint32, at int64, prio int, key string, now 
 	s, pos := c.lookup(item, tag)
 	if s == none {
 		s = c.alloc(item, tag, pos)
-	} else if c.e(s).state() == stCached {
-		c.revive(s)
+	} else if e := c.e(s); e.state() == stCached {
+		c.revive(e)
 	}
 	e := c.e(s)
 	if e.dat != 0 {

@@ -83,6 +83,8 @@ var baseRows = []row{
 	{area: "workqueue", title: "other shapes: Add/Get/Done 1 producer × 4 workers × 1k keys", c: "WorkqueueOtherShapes/agd-p1w4k1000", unit: "sec/op", target: twice},
 	{area: "workqueue", title: "other shapes: Add/Get/Done over 8 hot keys, 4 producers × 4 workers (nearly every item wakes a blocked Get)", c: "WorkqueueOtherShapes/agd-p4w4k8", unit: "sec/op", target: twice},
 	{area: "workqueue", title: "other shapes: Add/Get/Done 1 producer × 1 worker over 10 keys (the two wait for each other every 10 items)", c: "WorkqueueOtherShapes/agd-p1w1k10", unit: "sec/op", target: twice},
+	{area: "workqueue", title: "other shapes: Add/Get/Done 1 producer × 64 workers over 10 keys (most workers wait; each item finds a Get waiting)", c: "WorkqueueOtherShapes/agd-p1w64k10", unit: "sec/op", target: twice},
+	{area: "workqueue", title: "other shapes: Add/Get/Done 1 producer × 2 workers over 2 keys", c: "WorkqueueOtherShapes/agd-p1w2k2", unit: "sec/op", target: twice},
 	{area: "workqueue", title: "other shapes: dedup-heavy Add, 1 producer × 2 workers × 1k keys", c: "WorkqueueOtherShapes/dedup-p1w2k1000", unit: "sec/op", target: twice},
 	{area: "workqueue", title: "other shapes: AddAfter of the same 1k keys again and again, random delays 1s–1h (re-scheduling: the earlier deadline wins)", c: "WorkqueueOtherShapes/reschedule", unit: "sec/op", target: twice},
 	{area: "workqueue", title: "AddAfter re-scheduling", c: "WorkqueueOtherShapes/reschedule", unit: "allocs/op", target: noAllocs},

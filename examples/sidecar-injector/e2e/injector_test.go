@@ -232,11 +232,14 @@ func TestBadConfigIsReportedAndLeavesDeploymentsAlone(t *testing.T) {
 	// A definition that does not parse: nothing is touched, each opted-in Deployment
 	// gets a Warning Event saying why.
 	h.setConfig(t, "containers: [")
-	h.create(t, deployment(h.ns, "new", true, "app"))
 	ev := h.waitEvent(t, "web", injector.ReasonConfigInvalid)
 	if ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Message, "invalid sidecar definition in ConfigMap "+cmNamespace+"/"+cmName) {
 		t.Errorf("event %s %q", ev.Type, ev.Message)
 	}
+	// Created only once the controller has seen the bad definition (web's Event says
+	// so): the Deployment and ConfigMap watches are separate streams, and a Deployment
+	// created right after the update may reach the controller first.
+	h.create(t, deployment(h.ns, "new", true, "app"))
 	h.waitEvent(t, "new", injector.ReasonConfigInvalid)
 	// A misspelt field is as bad: it must not inject an empty sidecar.
 	h.setConfig(t, strings.Replace(envoyV1, "containers:", "contaners:", 1))
@@ -268,6 +271,7 @@ func TestBadConfigIsReportedAndLeavesDeploymentsAlone(t *testing.T) {
 
 	// The ConfigMap deleted: Deployments keep their sidecar, a newcomer is told.
 	h.deleteConfig(t)
+	h.waitEvent(t, "web", injector.ReasonConfigMissing) // seen by the controller: see "new"
 	h.create(t, deployment(h.ns, "late", true, "app"))
 	h.waitEvent(t, "late", injector.ReasonConfigMissing)
 	if got := containerNames(h.get(t, "late")); !slices.Equal(got, []string{"app"}) {
