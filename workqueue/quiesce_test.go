@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -29,15 +30,28 @@ func TestStressQuiescesWithoutShutDown(t *testing.T) {
 	}
 }
 
+// nsName is a controller's key: items of a type of two strings, as reconcile's are.
+type nsName struct{ namespace, name string }
+
 func stressQuiesce(t *testing.T, workers int, timeout bool) {
 	const items, producers = 1000, 6
 	length := 2 * time.Second
 	if testing.Short() {
 		length = 300 * time.Millisecond
 	}
-	q := New(Config[int]{RateLimiter: NewExponential[int](100*time.Microsecond, 5*time.Millisecond)})
+	keys := make([]nsName, items)
+	index := make(map[nsName]int, items)
+	for i := range keys {
+		keys[i] = nsName{"ns-" + strconv.Itoa(i%7), "cm-" + strconv.Itoa(i)}
+		index[keys[i]] = i
+	}
+	q := New(Config[nsName]{RateLimiter: NewExponential[nsName](100*time.Microsecond, 5*time.Millisecond)})
 	var adds, seen [items]atomic.Int64
 	var held [items]atomic.Bool
+	for i, k := range keys { // the initial list, before the workers start
+		adds[i].Add(1)
+		q.AddWithOptions(k, AddOptions{Priority: -1})
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var workersWG sync.WaitGroup
@@ -45,21 +59,22 @@ func stressQuiesce(t *testing.T, workers int, timeout bool) {
 		workersWG.Go(func() {
 			r := rand.New(rand.NewPCG(uint64(w), 99))
 			for {
-				var item int
+				var k nsName
 				var err error
 				if timeout {
 					gctx, gcancel := context.WithTimeout(ctx, time.Duration(1+r.IntN(500))*time.Microsecond)
-					item, err = q.Get(gctx)
+					k, err = q.Get(gctx)
 					gcancel()
 					if err != nil && ctx.Err() == nil && !errors.Is(err, ErrShutDown) {
 						continue // this Get's own deadline
 					}
 				} else {
-					item, err = q.Get(ctx)
+					k, err = q.Get(ctx)
 				}
 				if err != nil {
 					return
 				}
+				item := index[k]
 				if !held[item].CompareAndSwap(false, true) {
 					t.Errorf("item %d handed to two workers", item)
 				}
@@ -69,15 +84,15 @@ func stressQuiesce(t *testing.T, workers int, timeout bool) {
 					time.Sleep(50 * time.Microsecond)
 				case 1:
 					adds[item].Add(1)
-					q.AddRateLimited(item) // a failed reconcile
+					q.AddRateLimited(k) // a failed reconcile
 				case 2:
 					adds[item].Add(1)
-					q.Add(item) // added again while in flight
+					q.Add(k) // added again while in flight
 				default:
-					q.Forget(item)
+					q.Forget(k)
 				}
 				held[item].Store(false)
-				q.Done(item)
+				q.Done(k)
 			}
 		})
 	}
@@ -97,11 +112,11 @@ func stressQuiesce(t *testing.T, workers int, timeout bool) {
 				adds[item].Add(1)
 				switch r.IntN(8) {
 				case 0:
-					q.AddAfter(item, time.Duration(r.IntN(2000))*time.Microsecond)
+					q.AddAfter(keys[item], time.Duration(r.IntN(2000))*time.Microsecond)
 				case 1:
-					q.AddWithOptions(item, AddOptions{Priority: -1})
+					q.AddWithOptions(keys[item], AddOptions{Priority: -1})
 				default:
-					q.AddWithOptions(item, AddOptions{Priority: 0})
+					q.AddWithOptions(keys[item], AddOptions{Priority: 0})
 				}
 				if r.IntN(64) == 0 {
 					time.Sleep(time.Duration(r.IntN(200)) * time.Microsecond)
@@ -118,7 +133,7 @@ func stressQuiesce(t *testing.T, workers int, timeout bool) {
 				default:
 				}
 				adds[i].Add(1)
-				q.AddWithOptions(i, AddOptions{Priority: -1})
+				q.AddWithOptions(keys[i], AddOptions{Priority: -1})
 				if i%100 == 99 {
 					time.Sleep(time.Millisecond)
 				}
@@ -145,7 +160,7 @@ func stressQuiesce(t *testing.T, workers int, timeout bool) {
 			t.Errorf("%d items not handed out after their last add, 5s after the adds stopped: %v; ready %d, in flight %d, redirty %d, waiters %d, woken %d, nwait %d, nadds %d",
 				len(behind), behind[:min(len(behind), 10)], q.c.ready, q.c.inflight, q.c.redirty, len(q.waiters), q.woken, q.nwait.Load(), q.nadds.Load())
 			for _, i := range behind[:min(len(behind), 5)] {
-				if s := q.c.find(i); s != none {
+				if s := q.c.find(keys[i]); s != none {
 					e := q.c.e(s)
 					t.Logf("item %d: state %d lane %d mk %d", i, e.state(), e.lane(), e.mk)
 				} else {
@@ -166,9 +181,9 @@ func stressQuiesce(t *testing.T, workers int, timeout bool) {
 		time.Sleep(time.Millisecond)
 		want := adds[i].Add(1)
 		if i%2 == 0 {
-			q.Add(i)
+			q.Add(keys[i])
 		} else {
-			q.AddAfter(i, 100*time.Microsecond)
+			q.AddAfter(keys[i], 100*time.Microsecond)
 		}
 		for end := time.Now().Add(5 * time.Second); seen[i].Load() < want; time.Sleep(50 * time.Microsecond) {
 			if time.Now().After(end) {
