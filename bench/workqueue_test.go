@@ -645,6 +645,59 @@ func BenchmarkWorkqueueOtherShapes(b *testing.B) {
 	}
 }
 
+// BenchmarkWorkqueueRequeue: W workers over 1k keys, all queued at the start, each adding
+// the item it holds again before its Done (a reconcile that asks to run again at once, or
+// after 20µs with AddAfter), so every Done re-queues its item. ns per Get.
+func BenchmarkWorkqueueRequeue(b *testing.B) {
+	keys := wqKeys(1000)
+	for _, c := range []struct {
+		w     int
+		delay time.Duration
+	}{{4, 0}, {16, 0}, {64, 0}, {64, 20 * time.Microsecond}} {
+		name := fmt.Sprintf("w%d", c.w)
+		if c.delay > 0 {
+			name += "-after" + c.delay.String()
+		}
+		for _, impl := range wqImpls {
+			b.Run(name+"/impl="+impl.name, func(b *testing.B) {
+				b.ReportAllocs()
+				q := impl.mk()
+				for _, k := range keys {
+					q.add(k)
+				}
+				var gets atomic.Int64
+				var wg sync.WaitGroup
+				b.ResetTimer()
+				cpu := wqCPUStart()
+				for range c.w {
+					wg.Go(func() {
+						for {
+							item, ok := q.get()
+							if !ok {
+								return
+							}
+							if gets.Add(1) >= int64(b.N) {
+								q.done(item)
+								q.shutDown() // the others take what is left, then stop
+								continue
+							}
+							if c.delay > 0 {
+								q.addAfter(item, c.delay)
+							} else {
+								q.add(item)
+							}
+							q.done(item)
+						}
+					})
+				}
+				wg.Wait()
+				b.StopTimer()
+				cpu.report(b)
+			})
+		}
+	}
+}
+
 // BenchmarkWorkqueueAddDistinct: one producer adds b.N distinct keys that nobody takes
 // (run it with -benchtime=1000000x): ns per Add of a queue growing from empty to a
 // million waiting items, memory included (B/op).

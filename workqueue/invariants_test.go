@@ -504,7 +504,7 @@ func (c *core[T]) checkMarks() error {
 // stagedCovered reports whether q.staged has the bit of every staged add's tag.
 func stagedCovered[T comparable](q *Queue[T]) bool {
 	for _, a := range q.adds {
-		if q.staged.Load()&(uint64(1)<<(a.tag%64)) == 0 {
+		if !a.done && q.staged.Load()&(uint64(1)<<(a.tag%64)) == 0 {
 			return false
 		}
 	}

@@ -225,3 +225,42 @@ func TestBinnedMetrics(t *testing.T) {
 		q.ShutDown()
 	})
 }
+
+// TestBinnedStagedDone: with Binned metrics a Done that finds the lock taken is staged
+// too, and the item's processing time ends at the Done, not when the Done is applied.
+func TestBinnedStagedDone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := &binnedMetrics{}
+		q := New(Config[string]{Metrics: m})
+		q.Add("a")
+		mustGet(t, q, "a")
+		time.Sleep(3 * time.Second)
+		q.mu.Lock() // another holder of the lock
+		returned := make(chan struct{})
+		go func() {
+			q.Done("a")
+			close(returned)
+		}()
+		<-returned // staged: it did not wait for the lock
+		time.Sleep(2 * time.Second)
+		q.amu.Lock()
+		staged := len(q.adds) == 1 && q.adds[0].done
+		q.amu.Unlock()
+		q.mu.Unlock()
+		if !staged {
+			t.Fatal("the Done was not staged")
+		}
+		q.Add("b")
+		mustGet(t, q, "b") // applies the staged Done
+		var st Stats
+		m.stats(&st)
+		if st.Worked.Count != 1 || st.Worked.Sum != 3*time.Second {
+			t.Fatalf("worked %d items for %v, want 1 for 3s", st.Worked.Count, st.Worked.Sum)
+		}
+		if n := m.inFlight().Items; n != 1 {
+			t.Fatalf("%d in flight, want 1 (b)", n)
+		}
+		q.Done("b")
+		q.ShutDown()
+	})
+}

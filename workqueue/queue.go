@@ -176,9 +176,10 @@ type Queue[T comparable] struct {
 
 	_ [cacheLine]byte
 
-	// amu guards adds, the immediate adds staged by Add and not yet applied to the core
-	// (oldest first; fewer than stageMax whenever no Add is running), and ashut, set by
-	// ShutDown, after which adds are refused. Lock order: mu, then amu. See addNow.
+	// amu guards adds, the immediate adds staged by Add and the Dones staged by Done, not
+	// yet applied to the core (oldest first; fewer than stageMax whenever no Add is
+	// running), and ashut, set by ShutDown, after which adds are refused and Dones not
+	// staged. Lock order: mu, then amu. See addNow and stageDone.
 	amu   sync.Mutex
 	adds  []staged[T]
 	ashut bool
@@ -208,13 +209,14 @@ type Queue[T comparable] struct {
 // cacheLine is the size of padding that keeps field groups on separate cache lines.
 const cacheLine = 64
 
-// staged is a delayed add not yet moved into the core.
+// staged is an add (delayed or immediate), or a Done, not yet applied to the core.
 type staged[T comparable] struct {
 	item T
 	at   int64
 	prio int
 	key  string
 	tag  uint32 // tagOf(item), computed by the adder outside the locks
+	done bool   // not an add but a Done of item (see Done)
 }
 
 // stageMax is the size of a staging buffer. A full one waits (in Queue.full) to be moved
@@ -444,6 +446,12 @@ func (q *Queue[T]) applyAddsLocked() {
 	q.amu.Unlock()
 	q.c.touch(buf)
 	for i := range buf {
+		if buf[i].done {
+			if s := q.c.findInFlight(buf[i].item); s != none {
+				q.c.finish(s, buf[i].at) // staged with Metrics only when Binned: see Done
+			}
+			continue
+		}
 		if q.c.add(buf[i].item, buf[i].tag, buf[i].prio, buf[i].key, buf[i].at) && q.metrics != nil {
 			q.applied++
 		}
@@ -896,12 +904,28 @@ func (q *Queue[T]) removeWaiterLocked(w *waiter[T]) {
 // the Done), or when one of them may be an add of the item. Otherwise the item is retired
 // whatever the staged adds are, and they are applied by the next holder of the lock, in
 // the same order, so a worker does not take the staging lock twice per item.
+//
+// A Done that finds the queue's lock taken (many workers at once) does not wait for it
+// unless a Get waits or the queue has Metrics that are not Binned (Metrics.Finished is
+// called by the Done itself): it is staged with the adds, and the next holder of the lock
+// applies it in order with them, so it takes effect when it is made, as far as any caller
+// can tell, as an Add does.
 func (q *Queue[T]) Done(item T) {
-	q.mu.Lock()
-	// Applying adds neither moves entries nor changes which are in flight: s stays valid.
+	switch {
+	case q.metrics != nil && !q.binned:
+		q.mu.Lock() // Metrics.Finished is told how long the item was processed
+	case q.mu.TryLock():
+	case q.stageDone(item):
+		return // whoever takes mu next applies it
+	default:
+		q.mu.Lock()
+	}
 	s := q.c.findInFlight(item)
 	if q.nadds.Load() != 0 && s != none && (q.c.e(s).state() == stRedirty || q.staged.Load()&(uint64(1)<<(q.c.e(s).tag%64)) != 0) {
 		q.applyAddsLocked()
+		// A Done of the item may have been staged before this one (a second Done): then
+		// the item is finished already, and maybe queued again.
+		s = q.c.findInFlight(item)
 	}
 	var now int64
 	if q.metrics != nil {
@@ -922,6 +946,37 @@ func (q *Queue[T]) Done(item T) {
 	if ok && q.metrics != nil && !q.binned {
 		q.metrics.Finished(time.Duration(worked))
 	}
+}
+
+// stageDone stages a Done of item with the adds, when mu is taken by someone else: the
+// Done then costs the worker a hold of amu instead of a wait for mu, and is applied in
+// order with the adds by the next holder of mu, as an add is. It reports false when the
+// Done must be applied now: when a Get waits (it may be waiting for the item to be queued
+// again), after shut-down, or when the buffer is full.
+func (q *Queue[T]) stageDone(item T) bool {
+	if q.nwait.Load() != 0 {
+		return false
+	}
+	q.amu.Lock()
+	if q.ashut || len(q.adds) >= stageMax-1 {
+		q.amu.Unlock()
+		return false
+	}
+	var at int64
+	if q.binned {
+		at = q.now() // the item's processing ends now, whenever the Done is applied
+	}
+	q.adds = append(q.adds, staged[T]{item: item, at: at, done: true})
+	if len(q.adds) == 1 {
+		q.nadds.Store(1)
+	}
+	q.amu.Unlock()
+	if q.nwait.Load() != 0 { // a Get began to wait: it may have looked at nadds before
+		q.mu.Lock()
+		q.applyAddsLocked()
+		q.unlock()
+	}
+	return true
 }
 
 // Len returns the number of items ready to be handed out (not those being processed or

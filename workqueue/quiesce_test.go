@@ -22,18 +22,20 @@ func TestStressQuiescesWithoutShutDown(t *testing.T) {
 		name    string
 		workers int
 		timeout bool // each Get waits with a context of its own that ends soon
+		binned  bool // with Binned metrics (Dones are staged then too)
 	}{
-		{"4 workers, one context", 4, false},
-		{"64 workers, Gets with deadlines", 64, true},
+		{"4 workers, one context", 4, false, false},
+		{"64 workers, Gets with deadlines", 64, true, false},
+		{"16 workers, Binned metrics", 16, false, true},
 	} {
-		t.Run(tc.name, func(t *testing.T) { stressQuiesce(t, tc.workers, tc.timeout) })
+		t.Run(tc.name, func(t *testing.T) { stressQuiesce(t, tc.workers, tc.timeout, tc.binned) })
 	}
 }
 
 // nsName is a controller's key: items of a type of two strings, as reconcile's are.
 type nsName struct{ namespace, name string }
 
-func stressQuiesce(t *testing.T, workers int, timeout bool) {
+func stressQuiesce(t *testing.T, workers int, timeout, binned bool) {
 	const items, producers = 1000, 6
 	length := 2 * time.Second
 	if testing.Short() {
@@ -45,7 +47,13 @@ func stressQuiesce(t *testing.T, workers int, timeout bool) {
 		keys[i] = nsName{"ns-" + strconv.Itoa(i%7), "cm-" + strconv.Itoa(i)}
 		index[keys[i]] = i
 	}
-	q := New(Config[nsName]{RateLimiter: NewExponential[nsName](100*time.Microsecond, 5*time.Millisecond)})
+	cfg := Config[nsName]{RateLimiter: NewExponential[nsName](100*time.Microsecond, 5*time.Millisecond)}
+	m := &binnedMetrics{}
+	if binned {
+		cfg.Metrics = m
+	}
+	q := New(cfg)
+	var handouts atomic.Int64
 	var adds, seen [items]atomic.Int64
 	var held [items]atomic.Bool
 	for i, k := range keys { // the initial list, before the workers start
@@ -75,6 +83,7 @@ func stressQuiesce(t *testing.T, workers int, timeout bool) {
 					return
 				}
 				item := index[k]
+				handouts.Add(1)
 				if !held[item].CompareAndSwap(false, true) {
 					t.Errorf("item %d handed to two workers", item)
 				}
@@ -189,6 +198,17 @@ func stressQuiesce(t *testing.T, workers int, timeout bool) {
 			if time.Now().After(end) {
 				t.Fatalf("item %d added into an idle queue not handed out in 5s", i)
 			}
+		}
+	}
+	if binned {
+		// Every worker sleeps in Get, after a Get that applied the Dones staged before.
+		for q.nwait.Load() < int32(workers) {
+			time.Sleep(100 * time.Microsecond)
+		}
+		var st Stats
+		m.stats(&st)
+		if in := m.inFlight().Items; in != 0 || st.Worked.Count != uint64(handouts.Load()) {
+			t.Errorf("Binned: %d in flight, %d processing times for %d handouts; want 0 and as many", in, st.Worked.Count, handouts.Load())
 		}
 	}
 	cancel()

@@ -1,8 +1,10 @@
 package workqueue
 
 import (
+	"context"
 	"fmt"
 	"testing"
+	"time"
 )
 
 // TestDoneLeavesUnrelatedStagedAdds: a Done that staged adds cannot affect leaves them
@@ -142,4 +144,97 @@ func TestGetAppliesStagedAddsAcrossLevels(t *testing.T) {
 	if n := q.Len(); n != 0 {
 		t.Fatalf("a was queued again by its own duplicate: %d ready", n)
 	}
+}
+
+// TestDoneWhileLockTakenIsStaged: a Done that finds the queue's lock taken does not wait
+// for it: it stages itself with the adds and returns, and the next holder of the lock
+// applies it in order with them. An item added again during its processing (the add
+// staged too) is then queued again behind the items already waiting; one that was not is
+// finished.
+func TestDoneWhileLockTakenIsStaged(t *testing.T) {
+	for _, requeue := range []bool{false, true} {
+		q := New(Config[string]{})
+		q.Add("x")
+		q.Add("y")
+		mustGet(t, q, "x")
+		if requeue {
+			q.Add("x") // staged: no Get waits
+		}
+		q.mu.Lock() // another holder of the lock
+		returned := make(chan struct{})
+		go func() {
+			q.Done("x")
+			close(returned)
+		}()
+		select {
+		case <-returned:
+		case <-time.After(10 * time.Second):
+			q.mu.Unlock()
+			<-returned
+			t.Fatalf("requeue %v: Done waited for the lock", requeue)
+		}
+		q.amu.Lock()
+		staged := len(q.adds) > 0 && q.adds[len(q.adds)-1].done && q.adds[len(q.adds)-1].item == "x"
+		q.amu.Unlock()
+		inflight := q.c.inflight
+		q.mu.Unlock()
+		if !staged || inflight != 1 {
+			t.Fatalf("requeue %v: Done staged %v, %d in flight before the next holder; want staged, 1", requeue, staged, inflight)
+		}
+		want := []string{"y"}
+		if requeue {
+			want = append(want, "x")
+		}
+		for _, w := range want {
+			mustGet(t, q, w)
+			q.Done(w)
+		}
+		if n := q.Len(); n != 0 {
+			t.Fatalf("requeue %v: %d ready at the end", requeue, n)
+		}
+		checkInvariants(t, q)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := q.ShutDownWithDrain(ctx) // nothing in flight: at once
+		cancel()
+		if err != nil {
+			t.Fatalf("requeue %v: drain: %v", requeue, err)
+		}
+	}
+}
+
+// TestSecondDoneOfStagedDoneDoesNothing: a Done of an item whose Done is staged (a second
+// Done, a caller's mistake) must do nothing, even when the item was added again during
+// its processing: applying the staged Done queues it again, and the second Done must not
+// then finish the queued item.
+func TestSecondDoneOfStagedDoneDoesNothing(t *testing.T) {
+	q := New(Config[string]{})
+	q.Add("x")
+	q.Add("y")
+	mustGet(t, q, "x")
+	q.Add("x")         // staged
+	mustGet(t, q, "y") // applies it: x is in flight and added again
+	q.mu.Lock()
+	returned := make(chan struct{})
+	go func() {
+		q.Done("x") // staged: the lock is taken
+		close(returned)
+	}()
+	select {
+	case <-returned:
+	case <-time.After(10 * time.Second):
+		q.mu.Unlock()
+		<-returned
+		t.Fatal("Done waited for the lock")
+	}
+	q.mu.Unlock()
+	q.Done("x") // the second
+	checkInvariants(t, q)
+	q.Done("y")
+	mustGet(t, q, "x")
+	q.Done("x")
+	if n := q.Len(); n != 0 {
+		t.Fatalf("%d ready at the end", n)
+	}
+	checkInvariants(t, q)
+	q.ShutDown()
 }

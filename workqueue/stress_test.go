@@ -112,7 +112,8 @@ func TestStressInvariants(t *testing.T) {
 // race their context's end; in the second half no Get has a deadline, so nothing but an
 // add wakes a Get. After the producer stops, the queue must run dry with no item left
 // behind sleeping Gets: every item's last processing saw its last add, and no item was
-// held by two workers.
+// held by two workers. Every fifth processing adds its item again before its Done (a
+// requeue), so Dones staged while mu is taken meet adds of their own item.
 func TestStressManyWaitingGets(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const items, workers, rounds = 10, 64, 3000
@@ -148,6 +149,10 @@ func TestStressManyWaitingGets(t *testing.T) {
 						time.Sleep(time.Microsecond) // some work that lets the others run
 					}
 					held[item].Store(false)
+					if (w+n)%5 == 0 && deadlines.Load() {
+						adds[item].Add(1)
+						q.Add(item) // requeue
+					}
 					q.Done(item)
 				}
 			})

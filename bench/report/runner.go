@@ -78,6 +78,7 @@ func suite(short bool) ([]phase, []profileRun) {
 			one("^BenchmarkWorkqueue(Metrics|Fairness)$", fast),
 			one("^BenchmarkWorkqueueAddRateLimited$", fast),
 			one("^BenchmarkWorkqueueOtherShapes$", fast),
+			one("^BenchmarkWorkqueueRequeue$", fast),
 			one("^BenchmarkWorkqueueAddDistinct$", addAfter),
 			one("^BenchmarkWorkqueueWaitingMemory$", "1x"),
 		}},
