@@ -161,18 +161,7 @@ func TestDoneWhileLockTakenIsStaged(t *testing.T) {
 			q.Add("x") // staged: no Get waits
 		}
 		q.mu.Lock() // another holder of the lock
-		returned := make(chan struct{})
-		go func() {
-			q.Done("x")
-			close(returned)
-		}()
-		select {
-		case <-returned:
-		case <-time.After(10 * time.Second):
-			q.mu.Unlock()
-			<-returned
-			t.Fatalf("requeue %v: Done waited for the lock", requeue)
-		}
+		doneWithoutLock(t, q, "x")
 		q.amu.Lock()
 		staged := len(q.adds) > 0 && q.adds[len(q.adds)-1].done && q.adds[len(q.adds)-1].item == "x"
 		q.amu.Unlock()
@@ -214,18 +203,7 @@ func TestSecondDoneOfStagedDoneDoesNothing(t *testing.T) {
 	q.Add("x")         // staged
 	mustGet(t, q, "y") // applies it: x is in flight and added again
 	q.mu.Lock()
-	returned := make(chan struct{})
-	go func() {
-		q.Done("x") // staged: the lock is taken
-		close(returned)
-	}()
-	select {
-	case <-returned:
-	case <-time.After(10 * time.Second):
-		q.mu.Unlock()
-		<-returned
-		t.Fatal("Done waited for the lock")
-	}
+	doneWithoutLock(t, q, "x") // staged: the lock is taken
 	q.mu.Unlock()
 	q.Done("x") // the second
 	checkInvariants(t, q)
@@ -237,4 +215,23 @@ func TestSecondDoneOfStagedDoneDoesNothing(t *testing.T) {
 	}
 	checkInvariants(t, q)
 	q.ShutDown()
+}
+
+// doneWithoutLock calls q.Done(item) while the caller holds q.mu, and fails if the Done
+// waits for the lock instead of staging itself. The caller still holds q.mu after.
+func doneWithoutLock(t *testing.T, q *Queue[string], item string) {
+	t.Helper()
+	returned := make(chan struct{})
+	go func() {
+		q.Done(item)
+		close(returned)
+	}()
+	select {
+	case <-returned:
+	case <-time.After(10 * time.Second):
+		q.mu.Unlock()
+		<-returned
+		q.mu.Lock()
+		t.Fatalf("Done(%q) waited for the lock", item)
+	}
 }

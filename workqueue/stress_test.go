@@ -94,11 +94,7 @@ func TestStressInvariants(t *testing.T) {
 		if n := q.Len(); n != 0 {
 			t.Fatalf("%d items left after drain", n)
 		}
-		for i := range items {
-			if a, s := adds[i].Load(), seen[i].Load(); a != s {
-				t.Errorf("item %d: %d adds, last processing saw %d", i, a, s)
-			}
-		}
+		checkSeenLastAdd(t, adds[:], seen[:])
 		if processed.Load() == 0 {
 			t.Fatal("nothing processed")
 		}
@@ -181,11 +177,7 @@ func TestStressManyWaitingGets(t *testing.T) {
 			}
 		}
 		idle(t, q)
-		for i := range items {
-			if a, s := adds[i].Load(), seen[i].Load(); a != s {
-				t.Errorf("item %d: %d adds, last processing saw %d", i, a, s)
-			}
-		}
+		checkSeenLastAdd(t, adds[:], seen[:])
 		if timeouts.Load() == 0 {
 			t.Error("no Get timed out: the test did not race wake-ups against contexts")
 		}
@@ -195,6 +187,17 @@ func TestStressManyWaitingGets(t *testing.T) {
 		}
 		workersWG.Wait()
 	})
+}
+
+// checkSeenLastAdd reports every item whose last processing did not see its last add:
+// adds[i] counts item i's adds, seen[i] is what adds[i] was when it was last handed out.
+func checkSeenLastAdd(t *testing.T, adds, seen []atomic.Int64) {
+	t.Helper()
+	for i := range adds {
+		if a, s := adds[i].Load(), seen[i].Load(); a != s {
+			t.Errorf("item %d: %d adds, last processing saw %d", i, a, s)
+		}
+	}
 }
 
 // idle returns once every other goroutine of the synctest bubble waits on something other
