@@ -179,8 +179,10 @@ type Queue[T comparable] struct {
 	// amu guards adds, the immediate adds staged by Add and the Dones staged by Done, not
 	// yet applied to the core (oldest first; fewer than stageMax whenever no Add is
 	// running), and ashut, set by ShutDown, after which adds are refused and Dones not
-	// staged. Lock order: mu, then amu. See addNow and stageDone.
-	amu   sync.Mutex
+	// staged. Lock order: mu, then amu. See addNow and stageDone. It is held for a few
+	// nanoseconds by every Add and by Dones and Gets: a spinLock, so that workers and
+	// producers that find it taken do not park (see spinlock.go).
+	amu   spinLock
 	adds  []staged[T]
 	ashut bool
 	// nwait counts the Gets in waiters plus those about to wait: a Get counts itself
