@@ -7,9 +7,9 @@ import (
 
 // spinLock guards critical sections of a few nanoseconds that many goroutines enter at
 // once (the staging buffer). A sync.Mutex parks a goroutine that finds it taken whenever
-// its processor has other goroutines to run, and waking it costs a thousand times the
-// section; spinLock spins while the holder, running on another processor, finishes, and
-// yields the processor when the holder is not running.
+// its processor has other goroutines to run, and waking it costs far more than the
+// section; spinLock looks again while the holder, running on another processor, finishes,
+// and yields the processor after spinTries looks (the holder is then likely not running).
 type spinLock struct{ held atomic.Uint32 }
 
 // spinTries is how many times Lock looks at a taken lock before it yields the processor.
