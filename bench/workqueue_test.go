@@ -98,19 +98,19 @@ func (c *wqClientgo) get() (string, bool) {
 	return item, !shutdown
 }
 
-var wqImpls = []struct {
+// wqImpl is an implementation under test: impl=name.
+type wqImpl struct {
 	name string
 	mk   func() wqQueue
-}{
+}
+
+var wqImpls = []wqImpl{
 	{"ctrlkit", wqNewCtrlkit},
 	{"clientgo", wqNewClientgo},
 }
 
 // wqImplsNoKeep adds impl=ctrlkit-nokeep: ctrlkit with Config.KeepFinished < 0.
-var wqImplsNoKeep = append(wqImpls[:len(wqImpls):len(wqImpls)], struct {
-	name string
-	mk   func() wqQueue
-}{"ctrlkit-nokeep", wqNewCtrlkitNoKeep})
+var wqImplsNoKeep = append(wqImpls[:len(wqImpls):len(wqImpls)], wqImpl{"ctrlkit-nokeep", wqNewCtrlkitNoKeep})
 
 // wqKeys returns n distinct namespace/name keys, the shape controllers queue.
 func wqKeys(n int) []string {
@@ -126,10 +126,11 @@ func wqKeys(n int) []string {
 // p mod P and adds them in rounds; it starts a round only when its previous round has been
 // processed, so no Add is absorbed by dedup and every op is one full cycle.
 // impl=ctrlkit-nokeep runs ctrlkit with Config.KeepFinished < 0 (no finished-item cache).
+// impl=floor is a buffered channel, the runtime's own hand-off (see wqFloor).
 func BenchmarkWorkqueueAddGetDone(b *testing.B) {
 	for _, c := range []struct{ p, w, k int }{{4, 4, 1000}, {1, 1, 100000}, {8, 16, 10000}, {1, 1, 1000}, {4, 16, 1000}, {4, 64, 10000}} {
 		keys := wqOwnedKeys(c.k, c.p)
-		for _, impl := range wqImplsNoKeep {
+		for _, impl := range wqWithFloor(wqImplsNoKeep, c.k) {
 			b.Run(fmt.Sprintf("p%dw%dk%d/impl=%s", c.p, c.w, c.k, impl.name), func(b *testing.B) {
 				wqRunAddGetDone(b, impl.mk(), c.p, c.w, keys)
 			})
@@ -581,11 +582,12 @@ func wqRusage() time.Duration {
 // waiting); dedup-heavy adds of 1 producer with 2 workers; AddAfter of the same 1k
 // keys again and again with random delays from 1s to 1h (re-scheduling items already
 // scheduled: the earlier deadline wins); AddRateLimited of one key again and again
-// (its backoff grows to the limiter's cap).
+// (its backoff grows to the limiter's cap). The Add/Get/Done shapes also run impl=floor,
+// a buffered channel (see wqFloor).
 func BenchmarkWorkqueueOtherShapes(b *testing.B) {
 	for _, c := range []struct{ p, w, k int }{{2, 2, 1000}, {1, 4, 1000}, {4, 4, 8}, {1, 1, 10}, {1, 64, 10}, {1, 2, 2}} {
 		keys := wqOwnedKeys(c.k, c.p)
-		for _, impl := range wqImpls {
+		for _, impl := range wqWithFloor(wqImpls, c.k) {
 			b.Run(fmt.Sprintf("agd-p%dw%dk%d/impl=%s", c.p, c.w, c.k, impl.name), func(b *testing.B) {
 				wqRunAddGetDone(b, impl.mk(), c.p, c.w, keys)
 			})

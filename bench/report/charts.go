@@ -73,7 +73,7 @@ func speedupChart(path string, res []result) error {
 		case statusNotMet:
 			c = colorNotMet
 		}
-		if r.baseUnit != "" {
+		if r.baseUnit != "" || r.base == "floor" {
 			continue // not a comparison with another library
 		}
 		label := r.area + ": " + r.title

@@ -44,6 +44,12 @@ var (
 	noAllocs = target{kind: absMax, value: 0, text: "0 allocs/op"}
 )
 
+// floorRow is the row of impl's time on an Add/Get/Done shape over the floor's.
+func floorRow(c caseKey, shape, impl string) row {
+	title := "vs the hand-off floor (a buffered channel): Add/Get/Done " + shape + ", " + impl + "'s time over the floor's"
+	return row{area: "workqueue", title: title, c: c, impl: impl, base: "floor", unit: "sec/op"}
+}
+
 // baseRows are the rows of the in-process benchmarks and the server phases.
 var baseRows = []row{
 	// workqueue
@@ -97,6 +103,26 @@ var baseRows = []row{
 	{area: "workqueue", title: "AddRateLimited of one key", c: "WorkqueueOtherShapes/ratelimited-one-key", unit: "allocs/op", target: noAllocs},
 	{area: "workqueue", title: "other shapes: Add of 1M distinct keys nobody takes (the queue grows from empty; ns per Add)", c: "WorkqueueAddDistinct", unit: "sec/op", target: twice},
 	{area: "workqueue", title: "Add of 1M distinct keys: memory allocated per Add", c: "WorkqueueAddDistinct", unit: "B/op", target: target{kind: ratioMax, value: 1, text: "≤ client-go (ratio ≤ 1)"}},
+
+	// the Add/Get/Done shapes against the hand-off floor, a buffered channel (impl=floor,
+	// bench/wqfloor_test.go): where client-go is under 2× the floor, 2× client-go is
+	// below what the runtime's own hand-off costs.
+	floorRow("WorkqueueAddGetDone/p1w1k1000", "1×1×1k", "ctrlkit"),
+	floorRow("WorkqueueAddGetDone/p1w1k1000", "1×1×1k", "client-go"),
+	floorRow("WorkqueueAddGetDone/p4w4k1000", "4×4×1k", "ctrlkit"),
+	floorRow("WorkqueueAddGetDone/p4w4k1000", "4×4×1k", "client-go"),
+	floorRow("WorkqueueOtherShapes/agd-p2w2k1000", "2×2×1k", "ctrlkit"),
+	floorRow("WorkqueueOtherShapes/agd-p2w2k1000", "2×2×1k", "client-go"),
+	floorRow("WorkqueueOtherShapes/agd-p1w4k1000", "1×4×1k", "ctrlkit"),
+	floorRow("WorkqueueOtherShapes/agd-p1w4k1000", "1×4×1k", "client-go"),
+	floorRow("WorkqueueOtherShapes/agd-p4w4k8", "4×4 over 8 hot keys", "ctrlkit"),
+	floorRow("WorkqueueOtherShapes/agd-p4w4k8", "4×4 over 8 hot keys", "client-go"),
+	floorRow("WorkqueueOtherShapes/agd-p1w1k10", "1×1 over 10 keys", "ctrlkit"),
+	floorRow("WorkqueueOtherShapes/agd-p1w1k10", "1×1 over 10 keys", "client-go"),
+	floorRow("WorkqueueOtherShapes/agd-p1w64k10", "1×64 over 10 keys", "ctrlkit"),
+	floorRow("WorkqueueOtherShapes/agd-p1w64k10", "1×64 over 10 keys", "client-go"),
+	floorRow("WorkqueueOtherShapes/agd-p1w2k2", "1×2 over 2 keys", "ctrlkit"),
+	floorRow("WorkqueueOtherShapes/agd-p1w2k2", "1×2 over 2 keys", "client-go"),
 
 	{area: "workqueue", title: "Add/Get/Done of types.NamespacedName items (controller-runtime's reconcile.Request): 1 producer × 1 worker × 1k", c: "WorkqueueStructItems/p1w1k1000", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× throughput (ratio ≤ 0.50)"}},
 	{area: "workqueue", title: "Add/Get/Done of NamespacedName items: 4 producers × 4 workers × 1k", c: "WorkqueueStructItems/p4w4k1000", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× throughput (ratio ≤ 0.50)"}},
