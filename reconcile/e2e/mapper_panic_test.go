@@ -253,6 +253,12 @@ func TestMapperPanicStorm(t *testing.T) {
 		}
 	}()
 
+	// The storm starts once the cache holds every object: an object the storm deleted
+	// before the informer's first list, and never created again, is one the controller
+	// never saw, and so never reconciles (its want is "": deleted, but nothing is read).
+	if err := inf.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
 	storm := make(chan struct{})
 	time.AfterFunc(length, func() { close(storm) })
 	writes := churnConfigMaps(t, c, ns, writers, objects, storm)
