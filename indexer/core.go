@@ -131,37 +131,50 @@ type keyBuf struct {
 	b     []byte
 	left  int // keys still to build, to size the next chunk
 	built int // keys packed so far
-	bytes int // their bytes
+	// bytes counts the bytes of the keys packed in earlier chunks; the current one
+	// was made with chunk bytes, of which len(b) are left.
+	bytes, chunk int
 }
 
-// join returns the MetaKey of ns and name, packed into the buffer.
+// join returns the MetaKey of ns and name, packed into the buffer. The common case,
+// a key that fits the current chunk, is small enough to be inlined in the loops of
+// the listings.
 func (k *keyBuf) join(ns, name string) string {
-	k.left--
-	if ns == "" {
-		return name
-	}
 	n := len(ns) + 1 + len(name)
-	if n > len(k.b) {
-		if n > keyChunk/4 {
-			return ns + "/" + name
-		}
-		// Size the last chunk for the keys left, at the longer of this key and the
-		// mean so far, and a quarter more: keys differ in length.
-		mean := n
-		if k.built > 0 {
-			mean = max(n, k.bytes/k.built)
-		}
-		est := mean * max(k.left+1, 1)
-		k.b = make([]byte, min(keyChunk, est+est/4))
+	if ns == "" || n > len(k.b) {
+		return k.joinSlow(ns, name)
 	}
+	k.left--
 	k.built++
-	k.bytes += n
-	copy(k.b, ns)
-	k.b[len(ns)] = '/'
-	copy(k.b[len(ns)+1:], name)
-	key := unsafe.String(&k.b[0], n)
-	k.b = k.b[n:]
-	return key
+	b := k.b
+	copy(b, ns)
+	b[len(ns)] = '/'
+	copy(b[len(ns)+1:], name)
+	k.b = b[n:]
+	return unsafe.String(&b[0], n)
+}
+
+// joinSlow is join of a key in no namespace, or of one that needs a new chunk.
+func (k *keyBuf) joinSlow(ns, name string) string {
+	n := len(ns) + 1 + len(name)
+	if ns == "" || n > keyChunk/4 {
+		k.left--
+		if ns == "" {
+			return name
+		}
+		return ns + "/" + name
+	}
+	k.bytes += k.chunk - len(k.b)
+	// Size the next chunk for this key and those left, at the longer of this key and
+	// the mean so far, and a quarter more: keys differ in length.
+	mean := n
+	if k.built > 0 {
+		mean = max(n, k.bytes/k.built)
+	}
+	est := mean * max(k.left, 1)
+	k.chunk = min(keyChunk, est+est/4) // at least n: n <= keyChunk/4
+	k.b = make([]byte, k.chunk)
+	return k.join(ns, name)
 }
 
 // listedKeys keeps, by slot, the keys a listing built, so that the next listing
@@ -233,23 +246,58 @@ func (c *core[T]) appendKeys(out []string) []string {
 	}
 	out = slices.Grow(out, c.count)
 	kb := keyBuf{left: c.count - l.n}
+	if !keep {
+		return c.appendBuiltKeys(out, &kb)
+	}
 	for s := range c.objs {
 		if !c.live(s) {
 			continue
 		}
-		var k string
-		if keep {
-			k = l.keys[s]
-		}
+		k := l.keys[s]
 		if k == "" {
 			k = kb.join(c.nsAt(int32(s)), c.nameAt(int32(s)))
-			if keep && k != "" {
+			if k != "" {
 				l.keys[s] = k
 				l.n++
 				l.live += len(k)
 			}
 		}
 		out = append(out, k)
+	}
+	return out
+}
+
+// appendBuiltKeys appends the key of every live slot, built in kb, to out, which has
+// room for them. It is appendKeys's loop for a listing that keeps no keys, with the
+// namespace index and the name arrays read once instead of once a slot.
+func (c *core[T]) appendBuiltKeys(out []string, kb *keyBuf) []string {
+	objs, names, lens := c.objs, c.namePtr, c.nameLen
+	ix := c.nsIdx
+	sole := ix != nil && ix.sole
+	var soleNS string
+	if sole && len(ix.vals) > 0 { // else the core holds no object
+		soleNS = ix.vals[0].value
+	}
+	for s := range objs {
+		if *(*unsafe.Pointer)(unsafe.Pointer(&objs[s])) == nil {
+			continue // a free slot (see live)
+		}
+		var ns string
+		switch {
+		case sole:
+			ns = soleNS
+		case ix != nil:
+			ns = ix.vals[ix.slotVal[s]].value
+		default:
+			ns = c.nsAt(int32(s))
+		}
+		var name string
+		if n := lens[s]; n != nameLong {
+			name = unsafe.String(names[s], int(n))
+		} else {
+			name = c.nameAt(int32(s))
+		}
+		out = append(out, kb.join(ns, name))
 	}
 	return out
 }
