@@ -137,8 +137,8 @@ type keyBuf struct {
 }
 
 // join returns the MetaKey of ns and name, packed into the buffer. The common case,
-// a key that fits the current chunk, is small enough to be inlined in the loops of
-// the listings.
+// a key that fits the current chunk, only copies the key's bytes; starting a chunk,
+// and keys that are not packed, are left to joinSlow.
 func (k *keyBuf) join(ns, name string) string {
 	n := len(ns) + 1 + len(name)
 	if ns == "" || n > len(k.b) {
