@@ -3,7 +3,9 @@ package indexer
 import (
 	"hash/maphash"
 	"math/bits"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"unsafe"
 )
@@ -147,9 +149,10 @@ func (k *keyBuf) join(ns, name string) string {
 	k.left--
 	k.built++
 	b := k.b
-	copy(b, ns)
+	p := unsafe.Pointer(&b[0])
+	putShort(p, ns)
 	b[len(ns)] = '/'
-	copy(b[len(ns)+1:], name)
+	putShort(unsafe.Add(p, len(ns)+1), name)
 	k.b = b[n:]
 	return unsafe.String(&b[0], n)
 }
@@ -173,7 +176,7 @@ func (k *keyBuf) joinSlow(ns, name string) string {
 	}
 	est := mean * max(k.left, 1)
 	k.chunk = min(keyChunk, est+est/4) // at least n: n <= keyChunk/4
-	k.b = make([]byte, k.chunk)
+	k.b = makeNoZero(k.chunk)
 	return k.join(ns, name)
 }
 
@@ -278,9 +281,13 @@ func (c *core[T]) appendBuiltKeys(out []string, kb *keyBuf) []string {
 	if sole && len(ix.vals) > 0 { // else the core holds no object
 		soleNS = ix.vals[0].value
 	}
-	for s := range objs {
-		if *(*unsafe.Pointer)(unsafe.Pointer(&objs[s])) == nil {
-			continue // a free slot (see live)
+	// The loop packs the common key itself, as join does, at base+off in the current
+	// chunk, kb.b[:room] from base; done counts the keys it packed since kb last saw
+	// its buffer. Other keys, and new chunks, are left to joinSlow.
+	base, room, off, done := unsafe.Pointer(unsafe.SliceData(kb.b)), len(kb.b), 0, 0
+	for s, nl := range lens[:len(objs)] {
+		if nl == 0 {
+			continue // a free slot: names are never empty
 		}
 		var ns string
 		switch {
@@ -292,15 +299,64 @@ func (c *core[T]) appendBuiltKeys(out []string, kb *keyBuf) []string {
 			ns = c.nsAt(int32(s))
 		}
 		var name string
-		if n := lens[s]; n != nameLong {
-			name = unsafe.String(names[s], int(n))
+		if nl != nameLong {
+			name = unsafe.String(names[s], int(nl))
 		} else {
 			name = c.nameAt(int32(s))
 		}
-		out = append(out, kb.join(ns, name))
+		n := len(ns) + 1 + len(name)
+		if ns == "" || n > room-off {
+			kb.b, kb.left, kb.built = unsafe.Slice((*byte)(base), room)[off:], kb.left-done, kb.built+done
+			out = append(out, kb.joinSlow(ns, name))
+			base, room, off, done = unsafe.Pointer(unsafe.SliceData(kb.b)), len(kb.b), 0, 0
+			continue
+		}
+		p := unsafe.Add(base, off)
+		putShort(p, ns)
+		*(*byte)(unsafe.Add(p, len(ns))) = '/'
+		putShort(unsafe.Add(p, len(ns)+1), name)
+		out = append(out, unsafe.String((*byte)(p), n))
+		off += n
+		done++
 	}
+	buf := unsafe.Slice((*byte)(base), room)[off:]
+	kb.b, kb.left, kb.built = buf, kb.left-done, kb.built+done
 	return out
 }
+
+// makeNoZero returns a slice of n bytes that are not cleared first: a
+// strings.Builder grows its buffer without clearing it, and every byte is written
+// before it is read.
+func makeNoZero(n int) []byte {
+	var sb strings.Builder
+	sb.Grow(n)
+	sb.WriteByte(0)
+	return unsafe.Slice(unsafe.StringData(sb.String()), n)
+}
+
+// putShort copies s to p, which has room for it. A string of 4 to 16 bytes (most
+// namespaces and many names) is copied with two overlapping word moves, where copy
+// costs a call; the others, and every string on a machine that does not load
+// unaligned words, go to copy. Inlined, it made the first listing of 100k keys
+// about a fifth faster.
+func putShort(p unsafe.Pointer, s string) {
+	n := uintptr(len(s))
+	q := unsafe.Pointer(unsafe.StringData(s))
+	switch {
+	case unalignedOK && n-8 <= 8: // 8 to 16 bytes
+		*(*uint64)(p) = *(*uint64)(q)
+		*(*uint64)(unsafe.Add(p, n-8)) = *(*uint64)(unsafe.Add(q, n-8))
+	case unalignedOK && n-4 < 4: // 4 to 7
+		*(*uint32)(p) = *(*uint32)(q)
+		*(*uint32)(unsafe.Add(p, n-4)) = *(*uint32)(unsafe.Add(q, n-4))
+	default:
+		copy(unsafe.Slice((*byte)(p), n), s)
+	}
+}
+
+// unalignedOK says that the machine loads and stores words at any address.
+const unalignedOK = runtime.GOARCH == "amd64" || runtime.GOARCH == "arm64" || runtime.GOARCH == "386" ||
+	runtime.GOARCH == "ppc64le" || runtime.GOARCH == "ppc64" || runtime.GOARCH == "s390x"
 
 // keyInto returns the key of live slot s, built in kb when it is not stored.
 func (c *core[T]) keyInto(s int32, kb *keyBuf) string {

@@ -1030,3 +1030,59 @@ func TestAppendKeysAndList(t *testing.T) {
 		})
 	}
 }
+
+// TestPutShort: putShort copies strings of every length exactly, and writes no byte
+// past them, whatever the alignment of either side.
+func TestPutShort(t *testing.T) {
+	src := make([]byte, 80)
+	for i := range src {
+		src[i] = byte('a' + i%26)
+	}
+	dst := make([]byte, 100)
+	for n := range 70 {
+		for so := range 8 {
+			for do := range 8 {
+				for i := range dst {
+					dst[i] = '#'
+				}
+				s := string(src[so : so+n])
+				putShort(unsafe.Pointer(&dst[do]), s)
+				if got := string(dst[do : do+n]); got != s {
+					t.Fatalf("n=%d src+%d dst+%d: copied %q, want %q", n, so, do, got, s)
+				}
+				for i, c := range dst {
+					if (i < do || i >= do+n) && c != '#' {
+						t.Fatalf("n=%d src+%d dst+%d: byte %d outside the copy written", n, so, do, i)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestFirstListingKeyLengths: the first listing builds right keys for namespaces and
+// names of every length from 1 byte up, where the copy of each part changes.
+func TestFirstListingKeyLengths(t *testing.T) {
+	x := New(Config[*corev1.ConfigMap]{Indexers: Indexers[*corev1.ConfigMap]{NamespaceIndexName: NamespaceIndex[*corev1.ConfigMap]}})
+	want := map[string]bool{}
+	for nl := 0; nl <= 40; nl++ {
+		for ml := 1; ml <= 40; ml++ {
+			ns := strings.Repeat("n", nl)
+			name := strings.Repeat("m", ml-1) + string(rune('a'+nl%26))
+			if err := x.Add(cm(ns, name, nil)); err != nil {
+				t.Fatal(err)
+			}
+			want[joinMetaKey(ns, name)] = true
+		}
+	}
+	keys := x.ListKeys()
+	if len(keys) != len(want) {
+		t.Fatalf("%d keys, want %d", len(keys), len(want))
+	}
+	for _, k := range keys {
+		if !want[k] {
+			t.Fatalf("unexpected key %q", k)
+		}
+		delete(want, k)
+	}
+}
