@@ -3,7 +3,6 @@ package indexer
 import (
 	"hash/maphash"
 	"math/bits"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -333,30 +332,6 @@ func makeNoZero(n int) []byte {
 	sb.WriteByte(0)
 	return unsafe.Slice(unsafe.StringData(sb.String()), n)
 }
-
-// putShort copies s to p, which has room for it. A string of 4 to 16 bytes (most
-// namespaces and many names) is copied with two overlapping word moves, where copy
-// costs a call; the others, and every string on a machine that does not load
-// unaligned words, go to copy. Inlined, it made the first listing of 100k keys
-// about a fifth faster.
-func putShort(p unsafe.Pointer, s string) {
-	n := uintptr(len(s))
-	q := unsafe.Pointer(unsafe.StringData(s))
-	switch {
-	case unalignedOK && n-8 <= 8: // 8 to 16 bytes
-		*(*uint64)(p) = *(*uint64)(q)
-		*(*uint64)(unsafe.Add(p, n-8)) = *(*uint64)(unsafe.Add(q, n-8))
-	case unalignedOK && n-4 < 4: // 4 to 7
-		*(*uint32)(p) = *(*uint32)(q)
-		*(*uint32)(unsafe.Add(p, n-4)) = *(*uint32)(unsafe.Add(q, n-4))
-	default:
-		copy(unsafe.Slice((*byte)(p), n), s)
-	}
-}
-
-// unalignedOK says that the machine loads and stores words at any address.
-const unalignedOK = runtime.GOARCH == "amd64" || runtime.GOARCH == "arm64" || runtime.GOARCH == "386" ||
-	runtime.GOARCH == "ppc64le" || runtime.GOARCH == "ppc64" || runtime.GOARCH == "s390x"
 
 // keyInto returns the key of live slot s, built in kb when it is not stored.
 func (c *core[T]) keyInto(s int32, kb *keyBuf) string {
