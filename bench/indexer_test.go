@@ -674,11 +674,23 @@ func BenchmarkIndexerReads(b *testing.B) {
 	app := labels.SelectorFromSet(labels.Set{"app": "app-3"})
 	perNS := idxObjects / idxNamespaces
 	perApp := idxObjects / idxApps
-	for _, impl := range []struct {
+	impls := []struct {
 		name string
-		new  func() idxReader
-	}{{"ctrlkit", idxCtrlkitReader}, {"client-go", idxClientgoReader}} {
-		r := impl.new()
+		r    idxReader
+	}{{"ctrlkit", idxCtrlkitReader()}, {"client-go", idxClientgoReader()}}
+	// Warm the process up before the first timed case: a fresh process's heap is
+	// cold, and the side timed first paid for it (its first allocating case, ListKeys
+	// again and again, took 6 ms a listing against 1.1 ms once warm). Both sides list
+	// in turn, so both stores are listed before their cases, as in a running
+	// controller.
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); {
+		for _, impl := range impls {
+			impl.r.list()
+			impl.r.listKeys()
+		}
+	}
+	for _, impl := range impls {
+		r := impl.r
 		run := func(name string, f func(b *testing.B)) {
 			b.Run(name+"/impl="+impl.name, func(b *testing.B) {
 				b.ReportAllocs()
