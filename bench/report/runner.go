@@ -87,7 +87,7 @@ func suite(short bool) ([]phase, []profileRun) {
 			one("^BenchmarkIndexerReplace$", heavy),
 			one("^BenchmarkIndexerMemory$", "1x"),
 			one("^BenchmarkIndexerReads$", fast),
-			one("^BenchmarkIndexerListKeysOnce$", once),
+			one("^BenchmarkIndexerListKeysOnce(Long)?$", once),
 		}},
 		{name: "deltafifo", bin: binRoot, runs: []invocation{
 			one("^BenchmarkDeltaFIFOThroughput$", fast),
