@@ -833,6 +833,23 @@ func BenchmarkIndexerListKeysOnceLong(b *testing.B) {
 	idxListKeysOnce(b, objs)
 }
 
+// BenchmarkIndexerListKeysOnceCluster is BenchmarkIndexerListKeysOnce with objects in
+// no namespace (as Nodes, Namespaces or PersistentVolumes): a key is the name, which
+// ctrlkit returns as it is, without building it.
+func BenchmarkIndexerListKeysOnceCluster(b *testing.B) {
+	objs := make([]*corev1.ConfigMap, idxObjects)
+	for i := range objs {
+		objs[i] = &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:            fmt.Sprintf("node-%06d", i),
+				ResourceVersion: "1",
+				Labels:          map[string]string{"app": fmt.Sprintf("app-%d", (i/idxNamespaces)%idxApps)},
+			},
+		}
+	}
+	idxListKeysOnce(b, objs)
+}
+
 func idxListKeysOnce(b *testing.B, objs []*corev1.ConfigMap) {
 	for _, impl := range []struct {
 		name string

@@ -282,8 +282,9 @@ func (c *core[T]) appendBuiltKeys(out []string, kb *keyBuf) []string {
 	}
 	// The loop packs the common key itself, as join does, at base+off in the current
 	// chunk, kb.b[:room] from base; done counts the keys it packed since kb last saw
-	// its buffer. Other keys, and new chunks, are left to joinSlow.
-	base, room, off, done := unsafe.Pointer(unsafe.SliceData(kb.b)), len(kb.b), 0, 0
+	// its buffer, skipped the names it returned as keys. New chunks, and keys too
+	// long to pack, are left to joinSlow.
+	base, room, off, done, skipped := unsafe.Pointer(unsafe.SliceData(kb.b)), len(kb.b), 0, 0, 0
 	for s, nl := range lens[:len(objs)] {
 		if nl == 0 {
 			continue // a free slot: names are never empty
@@ -303,11 +304,16 @@ func (c *core[T]) appendBuiltKeys(out []string, kb *keyBuf) []string {
 		} else {
 			name = c.nameAt(int32(s))
 		}
+		if ns == "" {
+			out = append(out, name) // a cluster-scoped object's key is its name
+			skipped++
+			continue
+		}
 		n := len(ns) + 1 + len(name)
-		if ns == "" || n > room-off {
-			kb.b, kb.left, kb.built = unsafe.Slice((*byte)(base), room)[off:], kb.left-done, kb.built+done
+		if n > room-off {
+			kb.b, kb.left, kb.built = unsafe.Slice((*byte)(base), room)[off:], kb.left-done-skipped, kb.built+done
 			out = append(out, kb.joinSlow(ns, name))
-			base, room, off, done = unsafe.Pointer(unsafe.SliceData(kb.b)), len(kb.b), 0, 0
+			base, room, off, done, skipped = unsafe.Pointer(unsafe.SliceData(kb.b)), len(kb.b), 0, 0, 0
 			continue
 		}
 		p := unsafe.Add(base, off)
@@ -319,7 +325,7 @@ func (c *core[T]) appendBuiltKeys(out []string, kb *keyBuf) []string {
 		done++
 	}
 	buf := unsafe.Slice((*byte)(base), room)[off:]
-	kb.b, kb.left, kb.built = buf, kb.left-done, kb.built+done
+	kb.b, kb.left, kb.built = buf, kb.left-done-skipped, kb.built+done
 	return out
 }
 

@@ -87,7 +87,7 @@ func suite(short bool) ([]phase, []profileRun) {
 			one("^BenchmarkIndexerReplace$", heavy),
 			one("^BenchmarkIndexerMemory$", "1x"),
 			one("^BenchmarkIndexerReads$", fast),
-			one("^BenchmarkIndexerListKeysOnce(Long)?$", once),
+			one("^BenchmarkIndexerListKeysOnce(Long|Cluster)?$", once),
 		}},
 		{name: "deltafifo", bin: binRoot, runs: []invocation{
 			one("^BenchmarkDeltaFIFOThroughput$", fast),
