@@ -819,35 +819,36 @@ func BenchmarkIndexerListKeysOnce(b *testing.B) {
 // have: ctrlkit builds and writes 3.5 times the key bytes, client-go's cost does not
 // depend on them.
 func BenchmarkIndexerListKeysOnceLong(b *testing.B) {
-	objs := make([]*corev1.ConfigMap, idxObjects)
-	for i := range objs {
-		objs[i] = &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{
-				Namespace:       fmt.Sprintf("team-payments-%02d", i%idxNamespaces),
-				Name:            fmt.Sprintf("checkout-api-%06d-7d9f8b6c4", i),
-				ResourceVersion: "1",
-				Labels:          map[string]string{"app": fmt.Sprintf("app-%d", (i/idxNamespaces)%idxApps)},
-			},
-		}
-	}
-	idxListKeysOnce(b, objs)
+	idxListKeysOnce(b, idxNamedObjs(func(i int) (string, string) {
+		return fmt.Sprintf("team-payments-%02d", i%idxNamespaces), fmt.Sprintf("checkout-api-%06d-7d9f8b6c4", i)
+	}))
 }
 
 // BenchmarkIndexerListKeysOnceCluster is BenchmarkIndexerListKeysOnce with objects in
 // no namespace (as Nodes, Namespaces or PersistentVolumes): a key is the name, which
 // ctrlkit returns as it is, without building it.
 func BenchmarkIndexerListKeysOnceCluster(b *testing.B) {
+	idxListKeysOnce(b, idxNamedObjs(func(i int) (string, string) {
+		return "", fmt.Sprintf("node-%06d", i)
+	}))
+}
+
+// idxNamedObjs returns idxObjects ConfigMaps, the i-th with the namespace and name
+// that nsName(i) gives.
+func idxNamedObjs(nsName func(i int) (ns, name string)) []*corev1.ConfigMap {
 	objs := make([]*corev1.ConfigMap, idxObjects)
 	for i := range objs {
+		ns, name := nsName(i)
 		objs[i] = &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{
-				Name:            fmt.Sprintf("node-%06d", i),
+				Namespace:       ns,
+				Name:            name,
 				ResourceVersion: "1",
 				Labels:          map[string]string{"app": fmt.Sprintf("app-%d", (i/idxNamespaces)%idxApps)},
 			},
 		}
 	}
-	idxListKeysOnce(b, objs)
+	return objs
 }
 
 func idxListKeysOnce(b *testing.B, objs []*corev1.ConfigMap) {

@@ -1061,7 +1061,8 @@ func TestPutShort(t *testing.T) {
 }
 
 // TestFirstListingKeyLengths: the first listing builds right keys for namespaces and
-// names of every length from 1 byte up, where the copy of each part changes.
+// names of every length from 1 byte up, where the copy of each part changes, and skips
+// the slots of deleted objects.
 func TestFirstListingKeyLengths(t *testing.T) {
 	x := New(Config[*corev1.ConfigMap]{Indexers: Indexers[*corev1.ConfigMap]{NamespaceIndexName: NamespaceIndex[*corev1.ConfigMap]}})
 	want := map[string]bool{}
@@ -1075,13 +1076,21 @@ func TestFirstListingKeyLengths(t *testing.T) {
 			want[joinMetaKey(ns, name)] = true
 		}
 	}
+	// Free some slots: the listing must skip them.
+	for nl := 0; nl <= 40; nl += 3 {
+		ns, name := strings.Repeat("n", nl), strings.Repeat("m", 6)+string(rune('a'+nl%26))
+		if err := x.Delete(cm(ns, name, nil)); err != nil {
+			t.Fatal(err)
+		}
+		delete(want, joinMetaKey(ns, name))
+	}
 	keys := x.ListKeys()
 	if len(keys) != len(want) {
 		t.Fatalf("%d keys, want %d", len(keys), len(want))
 	}
 	for _, k := range keys {
 		if !want[k] {
-			t.Fatalf("unexpected key %q", k)
+			t.Fatalf("unexpected or repeated key %q", k)
 		}
 		delete(want, k)
 	}
