@@ -2,8 +2,10 @@ package bench
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 	"runtime/metrics"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -689,14 +691,21 @@ func BenchmarkIndexerReads(b *testing.B) {
 			impl.r.listKeys()
 		}
 	}
-	for _, impl := range impls {
+	// The cases of each side are collected first, then run case by case, the two
+	// sides of a case one after the other, with the side that goes first swapped
+	// from one round of bench/report to the next: a case that allocates is then timed in the
+	// heap state of its pair's case, not after every case of its own side (after
+	// get-under-writes, the list cases of the side timed there took 2–5 times as long
+	// as once the collector had cycled: fresh pages are faulted in).
+	type idxCase struct {
+		name string
+		f    func(b *testing.B)
+	}
+	byImpl := make([][]idxCase, len(impls))
+	for k, impl := range impls {
 		r := impl.r
 		run := func(name string, f func(b *testing.B)) {
-			b.Run(name+"/impl="+impl.name, func(b *testing.B) {
-				b.ReportAllocs()
-				defer idxReportCPU(b, idxCPUTime())
-				f(b)
-			})
+			byImpl[k] = append(byImpl[k], idxCase{name, f})
 		}
 		check := func(b *testing.B, got, want int) {
 			if got != want {
@@ -800,7 +809,24 @@ func BenchmarkIndexerReads(b *testing.B) {
 			}
 		})
 	}
+	round, _ := strconv.Atoi(os.Getenv("CTRLKIT_BENCH_ROUND")) // set by bench/report
+	first := int((int64(round) + idxReadsCalls.Add(1)) % 2)
+	for i := range byImpl[0] {
+		for j := range impls {
+			k := (j + first) % len(impls)
+			c := byImpl[k][i]
+			b.Run(c.name+"/impl="+impls[k].name, func(b *testing.B) {
+				b.ReportAllocs()
+				defer idxReportCPU(b, idxCPUTime())
+				c.f(b)
+			})
+		}
+	}
 }
+
+// idxReadsCalls counts the calls of BenchmarkIndexerReads in this process; with the
+// round bench/report gives the process, it decides the side timed first.
+var idxReadsCalls atomic.Int64
 
 // BenchmarkIndexerListKeysOnce times the first ListKeys of a freshly filled store of
 // 100k objects (a store listed once, say at start-up): ctrlkit builds every key from

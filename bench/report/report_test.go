@@ -336,17 +336,17 @@ func TestWriteReport(t *testing.T) {
 func TestPhaseJobs(t *testing.T) {
 	a, b := invocation{bench: "A", benchtime: "1x"}, invocation{bench: "B", benchtime: "1x"}
 	got := phaseJobs(phase{runs: []invocation{a, b}, rounds: 3})
-	want := []job{{a, 1}, {b, 1}, {a, 1}, {b, 1}, {a, 1}, {b, 1}}
+	want := []job{{a, 1, 0}, {b, 1, 0}, {a, 1, 1}, {b, 1, 1}, {a, 1, 2}, {b, 1, 2}}
 	if len(got) != len(want) {
 		t.Fatalf("jobs %v, want %v", got, want)
 	}
 	for i := range want {
 		if got[i] != want[i] {
-			t.Errorf("job %d = %v, want %v (rounds interleave the invocations)", i, got[i], want[i])
+			t.Errorf("job %d = %v, want %v (rounds interleave the invocations, numbered)", i, got[i], want[i])
 		}
 	}
 	in := phaseJobs(phase{runs: []invocation{a}, rounds: 5, inProcess: true})
-	if len(in) != 1 || in[0] != (job{a, 5}) {
+	if len(in) != 1 || in[0] != (job{a, 5, 0}) {
 		t.Errorf("in-process jobs %v, want one with count 5", in)
 	}
 }

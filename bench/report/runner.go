@@ -225,7 +225,12 @@ func (r *runner) testArgs(inv invocation, count int) []string {
 type job struct {
 	inv   invocation
 	count int
+	round int // the round's index, given to the process in roundEnv
 }
+
+// roundEnv tells a benchmark process which round it runs (0, 1, ...), for a
+// benchmark that alternates the side it times first from round to round.
+const roundEnv = "CTRLKIT_BENCH_ROUND"
 
 // phaseJobs returns the processes of a phase in order: round after round of every
 // invocation with count 1, or each invocation once with count rounds if inProcess.
@@ -233,13 +238,13 @@ func phaseJobs(p phase) []job {
 	var jobs []job
 	if p.inProcess {
 		for _, inv := range p.runs {
-			jobs = append(jobs, job{inv, p.rounds})
+			jobs = append(jobs, job{inv, p.rounds, 0})
 		}
 		return jobs
 	}
-	for range p.rounds {
+	for round := range p.rounds {
 		for _, inv := range p.runs {
-			jobs = append(jobs, job{inv, 1})
+			jobs = append(jobs, job{inv, 1, round})
 		}
 	}
 	return jobs
@@ -260,7 +265,7 @@ func (r *runner) runPhase(ctx context.Context, p phase, seriesDir string) (time.
 		args := r.testArgs(inv, j.count)
 		cmd := exec.CommandContext(ctx, r.binPath(p.bin), args...)
 		cmd.Dir = r.benchDir(p.bin)
-		cmd.Env = os.Environ()
+		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", roundEnv, j.round))
 		if p.series {
 			cmd.Env = append(cmd.Env, "CTRLKIT_BENCH_SERIES="+seriesDir)
 		}
