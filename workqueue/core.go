@@ -176,6 +176,9 @@ type core[T comparable] struct {
 	ready    int
 	inflight int
 	redirty  int
+	// reAdded says whether the last add applied found its item in flight (handed out,
+	// Done not yet called): a worker adding the item it holds.
+	reAdded bool
 
 	keep   int // Config.KeepFinished after defaults; < 0 disables the cache
 	cached int // stCached entries
@@ -739,7 +742,9 @@ func (c *core[T]) unlink(s int32) int32 {
 // re-queued before), which is what the metrics count as an add.
 func (c *core[T]) enqueue(s, l int32, now int64) bool {
 	e := c.e(s)
-	switch e.state() {
+	st := e.state()
+	c.reAdded = st == stProcessing || st == stRedirty
+	switch st {
 	case stIdle:
 		c.push(s, l)
 		if c.timing {
@@ -784,6 +789,7 @@ func (c *core[T]) add(item T, tag uint32, prio int, key string, now int64) bool 
 	} else if e := c.e(s); e.state() == stCached {
 		c.revive(e)
 	} else if (e.state() == stQueued || e.state() == stRedirty) && prio <= c.lanes[e.lane()].prio {
+		c.reAdded = e.state() == stRedirty
 		if e.mk != mkPublished {
 			c.publish(s) // so that the next duplicates need no lock
 		}

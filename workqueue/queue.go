@@ -135,6 +135,9 @@ type Queue[T comparable] struct {
 	// ctxwatch.go). Guarded by mu.
 	watches  []ctxWatch
 	lastDone <-chan struct{}
+	// misses counts the adds in a row applied in direct mode that found their items
+	// not in flight (see noteAdds).
+	misses int
 
 	_ [cacheLine]byte
 
@@ -142,13 +145,16 @@ type Queue[T comparable] struct {
 	// read without a lock by every add (and delays by Get).
 	shutFlag atomic.Bool
 	delays   atomic.Bool
-	epoch    time.Time    // origin of the monotonic clock used for deadlines and stamps
-	seed     maphash.Seed // q.c.seed (itemSeed), for adders that hash items before taking a lock
-	limiter  RateLimiter[T]
-	clk      clocked[T] // limiter, if it is a built-in one; nil otherwise
-	keyOf    func(T) string
-	metrics  Metrics
-	binned   bool // metrics is Binned: the core counts adds and bins durations (q.c.bins)
+	// direct is set while adds mostly re-add items in flight (see noteAdds); written
+	// under mu when the mode changes, read by every Add.
+	direct  atomic.Bool
+	epoch   time.Time    // origin of the monotonic clock used for deadlines and stamps
+	seed    maphash.Seed // q.c.seed (itemSeed), for adders that hash items before taking a lock
+	limiter RateLimiter[T]
+	clk     clocked[T] // limiter, if it is a built-in one; nil otherwise
+	keyOf   func(T) string
+	metrics Metrics
+	binned  bool // metrics is Binned: the core counts adds and bins durations (q.c.bins)
 
 	_ [cacheLine]byte
 
@@ -389,7 +395,12 @@ func (q *Queue[T]) addNow(item T, tag uint32, prio int, key string, retried bool
 	if q.metrics != nil {
 		at = q.now()
 	}
+	held := false
 	if q.nwait.Load() == 0 {
+		// In direct mode (see noteAdds) an add that finds mu free applies itself.
+		held = q.direct.Load() && q.mu.TryLock()
+	}
+	if q.nwait.Load() == 0 && !held {
 		q.amu.Lock()
 		if q.ashut {
 			q.amu.Unlock()
@@ -417,7 +428,9 @@ func (q *Queue[T]) addNow(item T, tag uint32, prio int, key string, retried bool
 		q.unlock()
 		return
 	}
-	q.mu.Lock()
+	if !held {
+		q.mu.Lock()
+	}
 	if q.shut {
 		q.unlock()
 		return
@@ -425,6 +438,9 @@ func (q *Queue[T]) addNow(item T, tag uint32, prio int, key string, retried bool
 	q.applyAddsLocked()
 	if q.c.add(item, tag, prio, key, at) && q.metrics != nil {
 		q.applied++
+	}
+	if held {
+		q.noteAdds(1, q.c.reAdded)
 	}
 	q.dispatchLocked()
 	q.unlock()
@@ -447,6 +463,7 @@ func (q *Queue[T]) applyAddsLocked() {
 	q.staged.Store(0)
 	q.amu.Unlock()
 	q.c.touch(buf)
+	adds, reAdds := 0, 0
 	for i := range buf {
 		if buf[i].done {
 			if s := q.c.findInFlight(buf[i].item); s != none {
@@ -457,6 +474,13 @@ func (q *Queue[T]) applyAddsLocked() {
 		if q.c.add(buf[i].item, buf[i].tag, buf[i].prio, buf[i].key, buf[i].at) && q.metrics != nil {
 			q.applied++
 		}
+		adds++
+		if q.c.reAdded {
+			reAdds++
+		}
+	}
+	if adds > 0 {
+		q.noteAdds(adds, 2*reAdds >= adds)
 	}
 	clear(buf)
 	q.spareAdds = buf[:0]
@@ -464,6 +488,36 @@ func (q *Queue[T]) applyAddsLocked() {
 		q.dispatchLocked()
 	}
 }
+
+// noteAdds switches direct mode, in which an Add that finds mu free applies itself
+// instead of staging: on when at least half of a batch of staged adds found their
+// items in flight (reAdds: workers adding the item they hold, before its Done),
+// off after directMisses adds in a row applied directly found their items not in
+// flight. A worker's add then costs its Done no trip through the staging buffer
+// (the Done would apply it first: it is an add of its own item), while a producer
+// streaming new items keeps staging them, so that they do not take mu away from
+// the workers item by item. n is the number of adds (1 for a direct one). Requires
+// mu held.
+func (q *Queue[T]) noteAdds(n int, reAdds bool) {
+	switch {
+	case reAdds:
+		q.misses = 0
+		if !q.direct.Load() {
+			q.direct.Store(true)
+		}
+	case n > 1 || q.misses+1 >= directMisses:
+		q.misses = 0
+		if q.direct.Load() {
+			q.direct.Store(false)
+		}
+	default:
+		q.misses++
+	}
+}
+
+// directMisses is how many adds in a row applied in direct mode may find their
+// items not in flight before the mode ends.
+const directMisses = 4
 
 // wakeMax bounds the wake-ups a holder of mu defers to unlock; dispatchLocked sends
 // further ones under the lock.

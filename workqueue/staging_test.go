@@ -235,3 +235,61 @@ func doneWithoutLock(t *testing.T, q *Queue[string], item string) {
 		t.Fatalf("Done(%q) waited for the lock", item)
 	}
 }
+
+// TestDirectModeFollowsReAdds: workers adding the item they hold before its Done (a
+// reconcile that asks to run again) turn direct mode on, in which such an add applies
+// itself instead of staging, so the Done finds nothing staged; adds of items not in flight
+// turn it off again, and are staged. Items come back in the order they were re-added.
+func TestDirectModeFollowsReAdds(t *testing.T) {
+	q := New(Config[string]{})
+	defer q.ShutDown()
+	const n = 20
+	for i := range n {
+		q.Add(fmt.Sprint("k", i))
+	}
+	for round := range 3 {
+		for i := range n {
+			want := fmt.Sprint("k", i)
+			mustGet(t, q, want)
+			q.Add(want) // added again while in flight
+			if round > 0 || i > 0 {
+				if !q.direct.Load() {
+					t.Fatalf("round %d item %d: direct mode off while workers re-add", round, i)
+				}
+				if q.nadds.Load() != 0 {
+					t.Fatalf("round %d item %d: a re-add in direct mode was staged", round, i)
+				}
+			}
+			q.Done(want)
+			checkInvariants(t, q)
+		}
+	}
+	for i := range directMisses {
+		if !q.direct.Load() {
+			t.Fatalf("direct mode ended after %d adds of new items, want %d", i, directMisses)
+		}
+		q.Add(fmt.Sprint("new", i))
+	}
+	if q.direct.Load() {
+		t.Fatalf("direct mode still on after %d adds of new items", directMisses)
+	}
+	q.Add("staged")
+	if q.nadds.Load() != 1 {
+		t.Fatal("an add of a new item out of direct mode was not staged")
+	}
+	checkInvariants(t, q)
+	var want []string
+	for i := range n {
+		want = append(want, fmt.Sprint("k", i))
+	}
+	for i := range directMisses {
+		want = append(want, fmt.Sprint("new", i))
+	}
+	for _, w := range append(want, "staged") {
+		mustGet(t, q, w)
+		q.Done(w)
+	}
+	if l := q.Len(); l != 0 {
+		t.Fatalf("%d ready at the end", l)
+	}
+}
