@@ -389,7 +389,8 @@ func (q *Queue[T]) NumRequeues(item T) int { return q.limiter.NumRequeues(item) 
 // takes mu next applies the staged adds first, in order, before anything else (see
 // applyAddsLocked), so an add takes effect at the moment it is staged, as far as anyone
 // can observe. The adder applies them itself when the buffer is full, and when a Get waits
-// (a waiting Get must be woken now); in that case it skips the staging.
+// (a waiting Get must be woken now) or, in direct mode (see noteAdds), when it finds mu
+// free; in the last two cases it skips the staging.
 func (q *Queue[T]) addNow(item T, tag uint32, prio int, key string, retried bool) {
 	var at int64
 	if q.metrics != nil {
