@@ -692,11 +692,12 @@ func BenchmarkIndexerReads(b *testing.B) {
 		}
 	}
 	// The cases of each side are collected first, then run case by case, the two
-	// sides of a case one after the other, with the side that goes first swapped
-	// from one round of bench/report to the next: a case that allocates is then timed in the
-	// heap state of its pair's case, not after every case of its own side (after
-	// get-under-writes, the list cases of the side timed there took 2–5 times as long
-	// as once the collector had cycled: fresh pages are faulted in).
+	// sides of a case one after the other, the side that goes first swapped from
+	// one round of bench/report to the next (CTRLKIT_BENCH_ROUND): a case that
+	// allocates is then timed in the heap state of its pair's case, not after every
+	// case of its own side (after get-under-writes, the list cases of the side timed
+	// there took 2–5 times as long as once the collector had cycled: fresh pages are
+	// faulted in).
 	type idxCase struct {
 		name string
 		f    func(b *testing.B)
@@ -809,8 +810,8 @@ func BenchmarkIndexerReads(b *testing.B) {
 			}
 		})
 	}
-	round, _ := strconv.Atoi(os.Getenv("CTRLKIT_BENCH_ROUND")) // set by bench/report
-	first := int((int64(round) + idxReadsCalls.Add(1)) % 2)
+	round, _ := strconv.Atoi(os.Getenv("CTRLKIT_BENCH_ROUND")) // 0 when unset
+	first := round % len(impls)
 	for i := range byImpl[0] {
 		for j := range impls {
 			k := (j + first) % len(impls)
@@ -823,10 +824,6 @@ func BenchmarkIndexerReads(b *testing.B) {
 		}
 	}
 }
-
-// idxReadsCalls counts the calls of BenchmarkIndexerReads in this process; with the
-// round bench/report gives the process, it decides the side timed first.
-var idxReadsCalls atomic.Int64
 
 // BenchmarkIndexerListKeysOnce times the first ListKeys of a freshly filled store of
 // 100k objects (a store listed once, say at start-up): ctrlkit builds every key from

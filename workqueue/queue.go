@@ -135,8 +135,8 @@ type Queue[T comparable] struct {
 	// ctxwatch.go). Guarded by mu.
 	watches  []ctxWatch
 	lastDone <-chan struct{}
-	// misses counts the adds in a row applied in direct mode that found their items
-	// not in flight (see noteAdds).
+	// misses counts the single adds in a row that found their items not in flight
+	// (see noteAdds).
 	misses int
 
 	_ [cacheLine]byte
@@ -396,12 +396,10 @@ func (q *Queue[T]) addNow(item T, tag uint32, prio int, key string, retried bool
 	if q.metrics != nil {
 		at = q.now()
 	}
-	held := false
-	if q.nwait.Load() == 0 {
-		// In direct mode (see noteAdds) an add that finds mu free applies itself.
-		held = q.direct.Load() && q.mu.TryLock()
-	}
-	if q.nwait.Load() == 0 && !held {
+	stage := q.nwait.Load() == 0
+	// In direct mode (see noteAdds) an add that finds mu free applies itself.
+	held := stage && q.direct.Load() && q.mu.TryLock()
+	if stage && !held {
 		q.amu.Lock()
 		if q.ashut {
 			q.amu.Unlock()
@@ -491,10 +489,11 @@ func (q *Queue[T]) applyAddsLocked() {
 }
 
 // noteAdds switches direct mode, in which an Add that finds mu free applies itself
-// instead of staging: on when at least half of a batch of staged adds found their
-// items in flight (reAdds: workers adding the item they hold, before its Done),
-// off after directMisses adds in a row applied directly found their items not in
-// flight. A worker's add then costs its Done no trip through the staging buffer
+// instead of staging. It is told of every batch of staged adds applied and of every
+// direct add: n adds, reAdds set when at least half of them found their items in
+// flight (workers adding the item they hold, before its Done). Such adds turn the
+// mode on; a batch of more than one add that are mostly not re-adds turns it off, and
+// so do directMisses single adds in a row that are not. A worker's add then costs its Done no trip through the staging buffer
 // (the Done would apply it first: it is an add of its own item), while a producer
 // streaming new items keeps staging them, so that they do not take mu away from
 // the workers item by item. n is the number of adds (1 for a direct one). Requires
@@ -516,8 +515,8 @@ func (q *Queue[T]) noteAdds(n int, reAdds bool) {
 	}
 }
 
-// directMisses is how many adds in a row applied in direct mode may find their
-// items not in flight before the mode ends.
+// directMisses is how many single adds in a row (direct ones, or staged batches of
+// one) may find their items not in flight before direct mode ends.
 const directMisses = 4
 
 // wakeMax bounds the wake-ups a holder of mu defers to unlock; dispatchLocked sends
