@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -74,6 +75,10 @@ type failures[T comparable] struct {
 	recs []failRec[T]
 	free int32
 	peak int // the most items remembered since the table was made
+	// n mirrors idx.n, written under mu, so that forget and get of an item when no
+	// item is remembered (every Forget after a success, in a controller whose
+	// reconciles succeed) return without the lock.
+	n atomic.Int32
 }
 
 // failRec is one item's failure count; next links free records.
@@ -129,6 +134,7 @@ func (f *failures[T]) incTag(item T, tag uint32) int {
 		f.recs[s] = failRec[T]{item: item, next: none}
 		f.idx.put(tag, pos, s)
 		f.peak = max(f.peak, f.idx.n)
+		f.n.Store(int32(f.idx.n))
 	}
 	r := &f.recs[s]
 	n := r.n
@@ -140,6 +146,9 @@ func (f *failures[T]) incTag(item T, tag uint32) int {
 }
 
 func (f *failures[T]) get(item T) int {
+	if f.n.Load() == 0 {
+		return 0
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.recs == nil {
@@ -153,22 +162,28 @@ func (f *failures[T]) get(item T) int {
 }
 
 func (f *failures[T]) forget(item T) {
+	if f.n.Load() == 0 {
+		return
+	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	if f.recs == nil {
+		f.mu.Unlock()
 		return
 	}
 	tag := tagOf(itemSeed, item)
 	s, _ := f.find(item, tag)
 	if s == none {
+		f.mu.Unlock()
 		return
 	}
 	f.idx.del(tag, s)
+	f.n.Store(int32(f.idx.n))
 	f.recs[s] = failRec[T]{next: f.free}
 	f.free = s
 	if l := f.idx.n; f.peak >= shrinkMin && l < f.peak/4 {
 		f.rebuild()
 	}
+	f.mu.Unlock()
 }
 
 // rebuild moves the remembered items into new, smaller containers. Requires mu held.
@@ -196,6 +211,7 @@ func (f *failures[T]) reset() {
 	f.recs = nil
 	f.free = none
 	f.peak = 0
+	f.n.Store(0)
 	f.mu.Unlock()
 }
 

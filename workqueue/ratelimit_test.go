@@ -296,3 +296,53 @@ func TestLimiterTagPathSharesCounts(t *testing.T) {
 		t.Fatalf("delay after Forget = %v, want the base delay", d)
 	}
 }
+
+// TestForgetWithoutFailuresTakesNoLock: while no item has failures, Forget and
+// NumRequeues (called after every successful reconcile) return without the limiter's
+// lock; once one item has, they find it, and forgetting the last one brings back the
+// lock-free path.
+func TestForgetWithoutFailuresTakesNoLock(t *testing.T) {
+	l := NewExponential[string](time.Millisecond, time.Second)
+	lockFree := func(what string) {
+		t.Helper()
+		l.f.mu.Lock() // a call that takes the lock blocks until the timeout below
+		defer l.f.mu.Unlock()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			l.Forget("b")
+			if n := l.NumRequeues("b"); n != 0 {
+				t.Errorf("%s: NumRequeues = %d", what, n)
+			}
+		}()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			l.f.mu.Unlock() // let the blocked call end, so the test does not leak it
+			<-done
+			l.f.mu.Lock()
+			t.Fatalf("%s: Forget or NumRequeues waited for the lock", what)
+		}
+	}
+	lockFree("new limiter")
+	l.When("a")
+	l.When("a")
+	if n := l.NumRequeues("a"); n != 2 {
+		t.Fatalf("NumRequeues = %d, want 2", n)
+	}
+	if n := l.f.n.Load(); n != 1 {
+		t.Fatalf("counted %d items with failures, want 1", n)
+	}
+	l.Forget("b") // not remembered: a lookup under the lock, nothing dropped
+	if n := l.NumRequeues("a"); n != 2 {
+		t.Fatalf("after forgetting another item, NumRequeues = %d, want 2", n)
+	}
+	l.Forget("a")
+	if n := l.NumRequeues("a"); n != 0 {
+		t.Fatalf("after Forget, NumRequeues = %d", n)
+	}
+	lockFree("every item forgotten")
+	l.When("c")
+	l.f.reset()
+	lockFree("after reset")
+}
