@@ -77,7 +77,7 @@ func suite(short bool) ([]phase, []profileRun) {
 			one("^BenchmarkWorkqueueAddAfter$", addAfter),
 			one("^BenchmarkWorkqueueAddAfter(Long|Mixed)$", addAfter),
 			one("^BenchmarkWorkqueueDedup$", fast),
-			one("^BenchmarkWorkqueueStructItems$", fast),
+			one("^BenchmarkWorkqueue(Struct|Pointer)Items$", fast),
 			one("^BenchmarkWorkqueueSerial$", fast),
 			one("^BenchmarkWorkqueue(Metrics|Fairness)$", fast),
 			one("^BenchmarkWorkqueueAddRateLimited$", fast),
