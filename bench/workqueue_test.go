@@ -234,7 +234,7 @@ func wqRunAddGetDoneOf[T comparable](b *testing.B, q wqQueueOf[T], producers, wo
 // cycle, locks included, without that.
 func BenchmarkWorkqueueSerial(b *testing.B) {
 	keys := wqKeys(1000)
-	for _, impl := range wqImpls {
+	for _, impl := range wqWithLockFloor(wqImpls) {
 		b.Run("impl="+impl.name, func(b *testing.B) {
 			b.ReportAllocs()
 			q := impl.mk()

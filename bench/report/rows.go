@@ -123,6 +123,10 @@ var baseRows = []row{
 	floorRow("WorkqueueOtherShapes/agd-p1w64k10", "1×64 over 10 keys", "client-go"),
 	floorRow("WorkqueueOtherShapes/agd-p1w2k2", "1×2 over 2 keys", "ctrlkit"),
 	floorRow("WorkqueueOtherShapes/agd-p1w2k2", "1×2 over 2 keys", "client-go"),
+	// the serial cycle against the lock floor (impl=floor-locks): three uncontended
+	// lock round trips an item, which both queues pay.
+	{area: "workqueue", title: "vs the lock floor (a ring under a mutex that Add, Get and Done each take once): the 1k cycle in one goroutine, ctrlkit's time over the floor's", c: "WorkqueueSerial", impl: "ctrlkit", base: "floor-locks", unit: "sec/op"},
+	{area: "workqueue", title: "vs the lock floor: the 1k cycle in one goroutine, client-go's time over the floor's", c: "WorkqueueSerial", impl: "client-go", base: "floor-locks", unit: "sec/op"},
 
 	{area: "workqueue", title: "Add/Get/Done of types.NamespacedName items (controller-runtime's reconcile.Request): 1 producer × 1 worker × 1k", c: "WorkqueueStructItems/p1w1k1000", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× throughput (ratio ≤ 0.50)"}},
 	{area: "workqueue", title: "Add/Get/Done of NamespacedName items: 4 producers × 4 workers × 1k", c: "WorkqueueStructItems/p4w4k1000", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× throughput (ratio ≤ 0.50)"}},
