@@ -166,14 +166,13 @@ func (f *failures[T]) forget(item T) {
 		return
 	}
 	f.mu.Lock()
+	defer f.mu.Unlock() // an item whose hash or comparison panics must not keep the lock
 	if f.recs == nil {
-		f.mu.Unlock()
 		return
 	}
 	tag := tagOf(itemSeed, item)
 	s, _ := f.find(item, tag)
 	if s == none {
-		f.mu.Unlock()
 		return
 	}
 	f.idx.del(tag, s)
@@ -183,7 +182,6 @@ func (f *failures[T]) forget(item T) {
 	if l := f.idx.n; f.peak >= shrinkMin && l < f.peak/4 {
 		f.rebuild()
 	}
-	f.mu.Unlock()
 }
 
 // rebuild moves the remembered items into new, smaller containers. Requires mu held.

@@ -346,3 +346,32 @@ func TestForgetWithoutFailuresTakesNoLock(t *testing.T) {
 	l.f.reset()
 	lockFree("after reset")
 }
+
+// TestForgetOfUnhashableItemKeepsTheLimiterUsable: a Forget whose item cannot be
+// hashed (an any holding a slice) panics, as Go's maps do, and the limiter goes on
+// working afterwards.
+func TestForgetOfUnhashableItemKeepsTheLimiterUsable(t *testing.T) {
+	l := NewExponential[any](time.Millisecond, time.Second)
+	l.When("a") // an item with failures: Forget takes the lock
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("Forget of an unhashable item did not panic")
+			}
+		}()
+		l.Forget([]int{1})
+	}()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.Forget("a")
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Forget blocked after a panicking Forget: the lock was kept") // leaks the blocked goroutine
+	}
+	if n := l.NumRequeues("a"); n != 0 {
+		t.Fatalf("NumRequeues after Forget = %d", n)
+	}
+}
