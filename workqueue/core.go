@@ -100,9 +100,14 @@ type lane struct {
 	// rrPrev and rrNext link the lane into its level's round-robin ring while n > 0; next
 	// also links free lanes.
 	rrPrev, rrNext int32
+	// level is the level whose ring holds the lane, while n > 0.
+	level int32
 }
 
-// level is the set of lanes with queued items at one priority. Only non-empty levels exist.
+// level is the set of lanes with queued items at one priority, at a stable index in
+// core.levels. A level is active (non-empty, in both heaps), parked (empty, out of the
+// heaps, kept in core.levelAt as core.parked so that a priority that keeps emptying and
+// filling again, the default one above all, costs no map operation), or free.
 type level struct {
 	prio           int
 	rrHead, rrTail int32 // active lanes; the head lane is served next
@@ -110,6 +115,9 @@ type level struct {
 	// since is the handout count when this level was last served or became non-empty; the
 	// number of handouts from other levels it has waited through is handouts-since.
 	since uint64
+	// hp and ap are the level's positions in core.byPrio and core.byAge while it is
+	// active, none otherwise.
+	hp, ap int32
 }
 
 // core is the queue's state machine: dedup, priorities with aging, fairness lanes, and
@@ -129,7 +137,10 @@ type level struct {
 //     number, least recently finished evicted first; none when keep < 0;
 //   - ready == number of stQueued entries == sum of levels[i].n == sum of lane n;
 //   - inflight == number of stProcessing + stRedirty entries, redirty == number of stRedirty;
-//   - levels is sorted by priority, highest first, and holds exactly the non-empty levels.
+//   - byPrio and byAge hold exactly the active levels, which are the non-empty ones, one
+//     per priority: byPrio is a heap with the highest priority on top, byAge one with the
+//     lowest since on top (ties to the higher priority). levelAt maps the priority of
+//     every active level, and of the parked one, to its index.
 type core[T comparable] struct {
 	idx  index
 	seed maphash.Seed // hashes items for idx
@@ -151,13 +162,26 @@ type core[T comparable] struct {
 
 	lanes    []lane
 	freeLane int32
-	// keyLanes and prioLanes hold every allocated lane but lane 0: those of priority 0
-	// in keyLanes, by fairness key (a string-keyed map hashes and compares a key at about
-	// half the cost of a struct key), the others in prioLanes.
+	// keyLanes, prioLanes and pairLanes hold every allocated lane but lane 0: those of
+	// priority 0 in keyLanes, by fairness key, those of no key in prioLanes, by priority
+	// (a map of strings or of ints hashes and compares a key at about half the cost of a
+	// struct key: a distinct priority per item makes a lane per item), the others in
+	// pairLanes.
 	keyLanes  map[string]int32
-	prioLanes map[laneKey]int32
+	prioLanes map[int]int32
+	pairLanes map[laneKey]int32
 	lastLane  int32 // the lane acquire found or made last (maybe freed since)
-	levels    []level
+	// levels are the levels by index, active, parked or free (listed in freeLevels); see
+	// level. Serving the highest priority and the longest-waiting level from heaps keeps
+	// a handout O(log L) for L priorities waiting: with a distinct priority per item (a
+	// deadline or a timestamp used as the priority), L is the number of items.
+	levels     []level
+	freeLevels []int32
+	levelAt    map[int]int32
+	byPrio     levelHeap
+	byAge      levelHeap
+	parked     int32 // the parked level, or none
+	lastLevel  int32 // the level levelFor returned last (maybe freed since), or none
 
 	sched schedule // pending delayed adds
 
@@ -216,7 +240,11 @@ func (c *core[T]) init(seed maphash.Seed, aging uint64, keep int, timing bool) {
 	c.lanes = []lane{{head: none, tail: none, rrPrev: none, rrNext: none}}
 	c.freeLane = none
 	c.keyLanes = make(map[string]int32)
-	c.prioLanes = make(map[laneKey]int32)
+	c.prioLanes = make(map[int]int32)
+	c.pairLanes = make(map[laneKey]int32)
+	c.levelAt = make(map[int]int32)
+	c.parked, c.lastLevel = none, none
+	c.byAge.age = true
 	c.aging = aging
 }
 
@@ -548,7 +576,12 @@ func (c *core[T]) emptied() {
 		c.lanes = []lane{c.lanes[0]}
 		c.freeLane = none
 		c.keyLanes = make(map[string]int32)
-		c.prioLanes = make(map[laneKey]int32)
+		c.prioLanes = make(map[int]int32)
+		c.pairLanes = make(map[laneKey]int32)
+		c.levels, c.freeLevels = nil, nil // no level is active
+		c.byPrio, c.byAge = levelHeap{}, levelHeap{age: true}
+		c.levelAt = make(map[int]int32)
+		c.parked, c.lastLevel = none, none
 		c.sched = schedule{seq: c.sched.seq} // only stale elements are left
 		c.dropMarks()
 		c.high = c.epochPeak
@@ -576,10 +609,13 @@ func (c *core[T]) acquire(prio int, key string) int32 {
 	k := laneKey{prio, key}
 	var l int32
 	var ok bool
-	if prio == 0 {
+	switch {
+	case prio == 0:
 		l, ok = c.keyLanes[key]
-	} else {
-		l, ok = c.prioLanes[k]
+	case key == "":
+		l, ok = c.prioLanes[prio]
+	default:
+		l, ok = c.pairLanes[k]
 	}
 	if ok {
 		c.lanes[l].refs++
@@ -597,10 +633,13 @@ func (c *core[T]) acquire(prio int, key string) int32 {
 		c.lanes = append(c.lanes, lane{})
 	}
 	c.lanes[l] = lane{laneKey: k, head: none, tail: none, rrPrev: none, rrNext: none, refs: 1}
-	if prio == 0 {
+	switch {
+	case prio == 0:
 		c.keyLanes[key] = l
-	} else {
-		c.prioLanes[k] = l
+	case key == "":
+		c.prioLanes[prio] = l
+	default:
+		c.pairLanes[k] = l
 	}
 	c.lastLane = l
 	return l
@@ -611,42 +650,17 @@ func (c *core[T]) unref(l int32) {
 	ln := &c.lanes[l]
 	ln.refs--
 	if ln.refs == 0 && l != 0 {
-		if ln.prio == 0 {
+		switch {
+		case ln.prio == 0:
 			delete(c.keyLanes, ln.key)
-		} else {
-			delete(c.prioLanes, ln.laneKey)
+		case ln.key == "":
+			delete(c.prioLanes, ln.prio)
+		default:
+			delete(c.pairLanes, ln.laneKey)
 		}
 		*ln = lane{rrNext: c.freeLane}
 		c.freeLane = l
 	}
-}
-
-// levelOf returns the index of the level with priority prio, creating it if create is set;
-// -1 when absent.
-func (c *core[T]) levelOf(prio int, create bool) int {
-	lv := c.levels
-	if len(lv) > 0 && lv[0].prio == prio { // the common single-level case
-		return 0
-	}
-	lo, hi := 0, len(lv)
-	for lo < hi { // sorted descending
-		m := int(uint(lo+hi) >> 1)
-		if lv[m].prio > prio {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	if lo < len(lv) && lv[lo].prio == prio {
-		return lo
-	}
-	if !create {
-		return -1
-	}
-	c.levels = append(c.levels, level{})
-	copy(c.levels[lo+1:], c.levels[lo:])
-	c.levels[lo] = level{prio: prio, rrHead: none, rrTail: none, since: c.handouts}
-	return lo
 }
 
 func (c *core[T]) rrAppend(lv *level, l int32) {
@@ -676,10 +690,6 @@ func (c *core[T]) rrRemove(lv *level, l int32) {
 	ln.rrPrev, ln.rrNext = none, none
 }
 
-func (c *core[T]) dropLevel(i int) {
-	c.levels = append(c.levels[:i], c.levels[i+1:]...)
-}
-
 // push links entry s at the tail of lane l; the entry already holds a reference on l.
 func (c *core[T]) push(s, l int32) {
 	e := c.e(s)
@@ -695,12 +705,11 @@ func (c *core[T]) push(s, l int32) {
 	ln.tail = s
 	ln.n++
 	c.markWaiting(s, e)
-	li := c.levelOf(ln.prio, true)
-	lv := &c.levels[li]
-	lv.n++
 	if ln.n == 1 {
-		c.rrAppend(lv, l)
+		ln.level = c.levelFor(ln.prio)
+		c.rrAppend(&c.levels[ln.level], l)
 	}
+	c.levels[ln.level].n++
 	c.ready++
 }
 
@@ -722,7 +731,7 @@ func (c *core[T]) unlink(s int32) int32 {
 	}
 	e.prev, e.next = none, none
 	ln.n--
-	li := c.levelOf(ln.prio, false)
+	li := ln.level
 	lv := &c.levels[li]
 	lv.n--
 	if ln.n == 0 {
@@ -821,20 +830,15 @@ func (c *core[T]) touch(buf []staged[T]) {
 // pickLevel chooses the level to serve: the highest priority, unless the level that has
 // waited longest has waited through aging handouts of other levels, in which case that one.
 // Ties in waiting go to the higher priority.
-func (c *core[T]) pickLevel() int {
-	if len(c.levels) == 1 {
-		return 0
+func (c *core[T]) pickLevel() int32 {
+	top := c.byPrio.h[0].l
+	if len(c.byPrio.h) == 1 {
+		return top
 	}
-	old := 0
-	for i := 1; i < len(c.levels); i++ {
-		if c.levels[i].since < c.levels[old].since {
-			old = i
-		}
+	if old := &c.byAge.h[0]; c.handouts-old.by >= c.aging {
+		return old.l
 	}
-	if c.handouts-c.levels[old].since >= c.aging {
-		return old
-	}
-	return 0
+	return top
 }
 
 // pop hands out the next item and returns its slot and how long it waited (0 without
@@ -865,7 +869,11 @@ func (c *core[T]) pop(now int64) (int32, int64) {
 	if lv.n == 0 {
 		c.dropLevel(li)
 	} else {
-		lv.since = c.handouts
+		lv.since = c.handouts // the latest: its place in byAge is at the bottom
+		c.byAge.h[lv.ap].by = c.handouts
+		if len(c.byAge.h) > 1 {
+			c.byAge.down(c.levels, int(lv.ap))
+		}
 	}
 	c.markIdle(s, e)
 	e.set(stProcessing, none)

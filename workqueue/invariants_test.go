@@ -242,9 +242,12 @@ func (c *core[T]) check() error {
 			return fmt.Errorf("lane %d (%v): refs %d, %d entries name it", l, ln.laneKey, ln.refs, want)
 		}
 		if l != 0 {
-			got, ok := c.prioLanes[ln.laneKey]
-			if ln.prio == 0 {
+			got, ok := c.pairLanes[ln.laneKey]
+			switch {
+			case ln.prio == 0:
 				got, ok = c.keyLanes[ln.key]
+			case ln.key == "":
+				got, ok = c.prioLanes[ln.prio]
 			}
 			if !ok || got != int32(l) {
 				return fmt.Errorf("lane %d (%v) not indexed (%d, %v)", l, ln.laneKey, got, ok)
@@ -268,7 +271,7 @@ func (c *core[T]) check() error {
 			return fmt.Errorf("lane %d is free but named by %d entries", l, r)
 		}
 	}
-	if n := len(c.keyLanes) + len(c.prioLanes); n > live {
+	if n := len(c.keyLanes) + len(c.prioLanes) + len(c.pairLanes); n > live {
 		return fmt.Errorf("%d lanes indexed, %d in use", n, live)
 	}
 	for key, l := range c.keyLanes {
@@ -276,18 +279,23 @@ func (c *core[T]) check() error {
 			return fmt.Errorf("fairness key %q indexes lane %d (%v, %d refs)", key, l, ln.laneKey, ln.refs)
 		}
 	}
-	for k, l := range c.prioLanes {
-		if ln := c.lanes[l]; ln.refs == 0 || k.prio == 0 || ln.laneKey != k {
+	for prio, l := range c.prioLanes {
+		if ln := c.lanes[l]; ln.refs == 0 || prio == 0 || ln.prio != prio || ln.key != "" {
+			return fmt.Errorf("priority %d indexes lane %d (%v, %d refs)", prio, l, ln.laneKey, ln.refs)
+		}
+	}
+	for k, l := range c.pairLanes {
+		if ln := c.lanes[l]; ln.refs == 0 || k.prio == 0 || k.key == "" || ln.laneKey != k {
 			return fmt.Errorf("%v indexes lane %d (%v, %d refs)", k, l, ln.laneKey, ln.refs)
 		}
 	}
 
+	if err := c.checkLevels(); err != nil {
+		return err
+	}
 	total := 0
-	for i := range c.levels {
-		lv := &c.levels[i]
-		if i > 0 && c.levels[i-1].prio <= lv.prio {
-			return fmt.Errorf("levels not sorted: %d before %d", c.levels[i-1].prio, lv.prio)
-		}
+	for _, r := range c.byPrio.h {
+		lv := &c.levels[r.l]
 		if lv.n <= 0 {
 			return fmt.Errorf("level %d is empty", lv.prio)
 		}
@@ -299,6 +307,9 @@ func (c *core[T]) check() error {
 			ln := &c.lanes[l]
 			if ln.prio != lv.prio || ln.n == 0 || ln.rrPrev != prev {
 				return fmt.Errorf("level %d ring: lane %d (%v, n=%d, prev %d want %d)", lv.prio, l, ln.laneKey, ln.n, ln.rrPrev, prev)
+			}
+			if c.levels[ln.level].prio != lv.prio {
+				return fmt.Errorf("lane %d in the ring of level %d names level %d", l, lv.prio, c.levels[ln.level].prio)
 			}
 			n += ln.n
 			prev = l
@@ -324,9 +335,76 @@ func (c *core[T]) check() error {
 		return err
 	}
 	for l := range c.lanes {
-		if ln := &c.lanes[l]; ln.refs > 0 && ln.n > 0 && c.levelOf(ln.prio, false) < 0 {
-			return fmt.Errorf("lane %d has items but no level %d", l, ln.prio)
+		if ln := &c.lanes[l]; ln.refs > 0 && ln.n > 0 {
+			if lv := c.levels[ln.level]; lv.hp == none || lv.prio != ln.prio {
+				return fmt.Errorf("lane %d has items but its level (priority %d, heap position %d) is not active at %d", l, lv.prio, lv.hp, ln.prio)
+			}
 		}
+	}
+	return nil
+}
+
+// checkLevels verifies the invariants of the levels: the two heaps hold exactly the
+// active levels, in heap order, at the positions the levels record; levelAt indexes the
+// active levels and the parked one by priority, and nothing else; the free levels are
+// neither active nor indexed.
+func (c *core[T]) checkLevels() error {
+	if len(c.byPrio.h) != len(c.byAge.h) {
+		return fmt.Errorf("%d levels by priority, %d by age", len(c.byPrio.h), len(c.byAge.h))
+	}
+	for _, x := range []*levelHeap{&c.byPrio, &c.byAge} {
+		for i := range x.h {
+			r := &x.h[i]
+			lv := &c.levels[r.l]
+			pos, by := lv.hp, uint64(0)
+			if x.age {
+				pos, by = lv.ap, lv.since
+			}
+			if pos != int32(i) || r.prio != lv.prio || r.by != by {
+				return fmt.Errorf("heap (age %v) holds level %d at %d as (%d, %d); the level: position %d, since %d, priority %d", x.age, r.l, i, r.by, r.prio, pos, lv.since, lv.prio)
+			}
+			if i > 0 && r.before(&x.h[(i-1)/2]) {
+				return fmt.Errorf("heap (age %v) out of order at %d: level %d above %d", x.age, i, x.h[(i-1)/2].prio, r.prio)
+			}
+		}
+	}
+	active := 0
+	for l := range c.levels {
+		lv := &c.levels[l]
+		if (lv.hp == none) != (lv.ap == none) {
+			return fmt.Errorf("level %d: heap positions %d and %d", lv.prio, lv.hp, lv.ap)
+		}
+		if lv.hp != none {
+			active++
+		}
+	}
+	if active != len(c.byPrio.h) {
+		return fmt.Errorf("%d levels active, %d in the heaps", active, len(c.byPrio.h))
+	}
+	if c.parked != none {
+		if lv := &c.levels[c.parked]; lv.hp != none || lv.n != 0 {
+			return fmt.Errorf("parked level %d is active or holds %d", lv.prio, lv.n)
+		}
+	}
+	want := active
+	if c.parked != none {
+		want++
+	}
+	if len(c.levelAt) != want {
+		return fmt.Errorf("%d priorities indexed, %d levels active or parked", len(c.levelAt), want)
+	}
+	for prio, l := range c.levelAt {
+		if lv := &c.levels[l]; lv.prio != prio || lv.hp == none && l != c.parked {
+			return fmt.Errorf("priority %d indexes level %d (priority %d, heap position %d)", prio, l, lv.prio, lv.hp)
+		}
+	}
+	for _, l := range c.freeLevels {
+		if lv := &c.levels[l]; lv.hp != none || l == c.parked {
+			return fmt.Errorf("free level %d is active or parked", l)
+		}
+	}
+	if len(c.freeLevels)+want != len(c.levels) {
+		return fmt.Errorf("%d levels: %d free, %d active or parked", len(c.levels), len(c.freeLevels), want)
 	}
 	return nil
 }

@@ -35,6 +35,8 @@ package controllerruntime
 import (
 	"context"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -311,6 +313,59 @@ func TestPriorityQueueSameInput(t *testing.T) {
 			for i := range n {
 				if r.dones[i] != 1 {
 					t.Fatalf("item %d done %d times, want 1", i, r.dones[i])
+				}
+			}
+		})
+	}
+}
+
+// pqPrioItems is how many items an op of DistinctPriorities adds.
+const pqPrioItems = 10_000
+
+// BenchmarkPriorityQueueDistinctPriorities: one goroutine adds 10,000 distinct items,
+// each with a priority of its own (random, seeded: a deadline or a timestamp used as
+// the priority), then takes and finishes each. An op is the 10,000 items. Every item is
+// then a priority level of its own, the case where serving the highest priority must
+// not cost a pass over the levels.
+func BenchmarkPriorityQueueDistinctPriorities(b *testing.B) {
+	r := rand.New(rand.NewPCG(19, 5866))
+	prios := make([]int, pqPrioItems)
+	for i := range prios {
+		prios[i] = int(r.Int64N(1 << 40))
+	}
+	for _, side := range []struct {
+		name string
+		mk   func() (add func(item, prio int), q pqQueue)
+	}{
+		{"ctrlkit", func() (func(int, int), pqQueue) {
+			q := pqNewCtrlkit().(*pqCtrlkit)
+			return func(item, prio int) { q.q.AddWithOptions(item, workqueue.AddOptions{Priority: prio}) }, q
+		}},
+		{"controller-runtime", func() (func(int, int), pqQueue) {
+			q := pqNewControllerRuntime().(*pqControllerRuntime)
+			return func(item, prio int) { q.q.AddWithOpts(priorityqueue.AddOpts{Priority: &prio}, item) }, q
+		}},
+	} {
+		b.Run(side.name, func(b *testing.B) {
+			b.ReportAllocs()
+			add, q := side.mk()
+			defer q.shutDown()
+			for b.Loop() {
+				for i, p := range prios {
+					add(i, p)
+				}
+				last := math.MaxInt
+				for range prios {
+					item, ok := q.get()
+					if !ok {
+						b.Fatal("queue shut down")
+					}
+					if p := prios[item]; p > last {
+						b.Fatalf("item of priority %d handed out after one of %d", p, last)
+					} else {
+						last = p
+					}
+					q.done(item)
 				}
 			}
 		})
