@@ -226,3 +226,107 @@ func TestLaneReusedForAnotherKey(t *testing.T) {
 	}
 	checkInvariants(t, q)
 }
+
+// TestManyPrioritiesFollowModel hands out items over hundreds of priority levels at
+// once (a priority drawn from a wide range per item, some shared), with adds that raise
+// the priority of a waiting item (which may empty a level that is not on top), and
+// checks every handout against a model of the documented order: the highest priority,
+// unless the level that has waited longest (ties to the higher priority) has waited
+// through AgingLimit handouts of other levels; FIFO within a level.
+func TestManyPrioritiesFollowModel(t *testing.T) {
+	type mlevel struct {
+		items []int
+		since uint64
+	}
+	for seed := range uint64(8) {
+		r := rand.New(rand.NewPCG(seed, 5647))
+		aging := 1 + r.IntN(200)
+		spread := []int{50, 1000, 1 << 40}[seed%3] // few shared levels .. all distinct
+		q := New(Config[int]{AgingLimit: aging})
+		levels := map[int]*mlevel{}
+		prioOf := map[int]int{} // waiting items
+		var handouts uint64
+		push := func(item, p int) {
+			lv := levels[p]
+			if lv == nil {
+				lv = &mlevel{since: handouts}
+				levels[p] = lv
+			}
+			lv.items = append(lv.items, item)
+			prioOf[item] = p
+		}
+		next, gets := 0, 0
+		for step := range 20000 {
+			switch k := r.IntN(10); {
+			case k < 5 || len(prioOf) == 0: // a new item
+				p := int(r.Int64N(int64(spread)))
+				q.AddWithOptions(next, AddOptions{Priority: p})
+				push(next, p)
+				next++
+			case k < 6: // a waiting item added again, at a higher priority or not
+				item := next - 1 - r.IntN(min(next, 50))
+				old, ok := prioOf[item]
+				p := old + r.IntN(3) - 1
+				if !ok {
+					continue
+				}
+				q.AddWithOptions(item, AddOptions{Priority: p})
+				if p > old {
+					lv := levels[old]
+					for i, it := range lv.items {
+						if it == item {
+							lv.items = append(lv.items[:i], lv.items[i+1:]...)
+							break
+						}
+					}
+					if len(lv.items) == 0 {
+						delete(levels, old)
+					}
+					push(item, p)
+				}
+			default: // a handout
+				best, oldest := 0, 0
+				first := true
+				for p, lv := range levels {
+					if first || p > best {
+						best = p
+					}
+					if o := levels[oldest]; first || lv.since < o.since || lv.since == o.since && p > oldest {
+						oldest = p
+					}
+					first = false
+				}
+				if len(levels) > 1 && handouts-levels[oldest].since >= uint64(aging) {
+					best = oldest
+				}
+				lv := levels[best]
+				want := lv.items[0]
+				lv.items = lv.items[1:]
+				delete(prioOf, want)
+				handouts++
+				if len(lv.items) == 0 {
+					delete(levels, best)
+				} else {
+					lv.since = handouts
+				}
+				item, err := q.Get(doneCtx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if item != want {
+					t.Fatalf("seed %d, step %d: handed out %d, want %d (priority %d; %d levels)", seed, step, item, want, best, len(levels))
+				}
+				q.Done(item)
+				gets++
+			}
+			if step%997 == 0 {
+				checkInvariants(t, q)
+			}
+		}
+		if len(levels) < 50 && spread > 50 {
+			t.Fatalf("seed %d: only %d levels at the end", seed, len(levels))
+		}
+		checkInvariants(t, q)
+		q.ShutDown()
+	}
+}

@@ -85,8 +85,9 @@ type AddOptions struct {
 // guarantees.
 //
 // A Queue must be created with New; the zero Queue is not usable. All methods are safe for
-// concurrent use. Add, Get and Done cost O(1) hash-table operations plus O(L) for L distinct
-// priorities waiting. Add appends the item to a small buffer under a lock of its own and
+// concurrent use. Add, Get and Done cost O(1) hash-table operations plus O(log L) for L
+// distinct priorities waiting (a priority of its own per item makes L the number of items
+// waiting). Add appends the item to a small buffer under a lock of its own and
 // returns; the next Get, Done or Len applies the buffered adds, in order, before anything
 // else (and an Add while a Get waits applies them itself), so an Add takes effect when it
 // is made as far as any caller can tell, and adders hardly contend with workers. AddAfter and AddRateLimited also only append to a staging buffer

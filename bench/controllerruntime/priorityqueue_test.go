@@ -326,7 +326,7 @@ const pqPrioItems = 10_000
 // each with a priority of its own (random, seeded: a deadline or a timestamp used as
 // the priority), then takes and finishes each. An op is the 10,000 items. Every item is
 // then a priority level of its own, the case where serving the highest priority must
-// not cost a pass over the levels.
+// not cost a pass over the levels. Each queue makes one untimed pass first.
 func BenchmarkPriorityQueueDistinctPriorities(b *testing.B) {
 	r := rand.New(rand.NewPCG(19, 5866))
 	prios := make([]int, pqPrioItems)
@@ -350,7 +350,7 @@ func BenchmarkPriorityQueueDistinctPriorities(b *testing.B) {
 			b.ReportAllocs()
 			add, q := side.mk()
 			defer q.shutDown()
-			for b.Loop() {
+			pass := func() {
 				for i, p := range prios {
 					add(i, p)
 				}
@@ -367,6 +367,12 @@ func BenchmarkPriorityQueueDistinctPriorities(b *testing.B) {
 					}
 					q.done(item)
 				}
+			}
+			// One untimed pass first: each queue's containers grow to the size of an op
+			// once, and the op is what is timed (b.Loop resets the counters).
+			pass()
+			for b.Loop() {
+				pass()
 			}
 		})
 	}

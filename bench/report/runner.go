@@ -110,7 +110,7 @@ func suite(short bool) ([]phase, []profileRun) {
 		}},
 		{name: "controllerruntime", bin: binCR, prefix: "CR", runs: []invocation{
 			one("^BenchmarkReconcileThroughput$", reconcile),
-			one("^BenchmarkPriorityQueue(AddGetDone|AddOnly|AddLockContended)$", fast),
+			one("^BenchmarkPriorityQueue(AddGetDone|AddOnly|AddLockContended|DistinctPriorities)$", fast),
 			one("^BenchmarkPriorityQueueManyWorkers$", "1x"),
 		}},
 		{name: "server", bin: binE2E, series: true, inProcess: true, runs: []invocation{
