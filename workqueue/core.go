@@ -106,8 +106,9 @@ type lane struct {
 
 // level is the set of lanes with queued items at one priority, at a stable index in
 // core.levels. A level is active (non-empty, in both heaps), parked (empty, out of the
-// heaps, kept in core.levelAt as core.parked so that a priority that keeps emptying and
-// filling again, the default one above all, costs no map operation), or free.
+// heaps, kept in core.levelAt and listed in core.parked, so that the few priorities
+// that keep emptying and filling again, the default one above all, cost no map
+// operation), or free.
 type level struct {
 	prio           int
 	rrHead, rrTail int32 // active lanes; the head lane is served next
@@ -118,6 +119,7 @@ type level struct {
 	// hp and ap are the level's positions in core.byPrio and core.byAge while it is
 	// active, none otherwise.
 	hp, ap int32
+	parked bool
 }
 
 // core is the queue's state machine: dedup, priorities with aging, fairness lanes, and
@@ -137,10 +139,12 @@ type level struct {
 //     number, least recently finished evicted first; none when keep < 0;
 //   - ready == number of stQueued entries == sum of levels[i].n == sum of lane n;
 //   - inflight == number of stProcessing + stRedirty entries, redirty == number of stRedirty;
-//   - byPrio and byAge hold exactly the active levels, which are the non-empty ones, one
-//     per priority: byPrio is a heap with the highest priority on top, byAge one with the
+//   - byPrio and byAge hold exactly the active levels, which are the non-empty ones and,
+//     when it is the only one, one that lingers empty (see dropLevel), one per priority:
+//     byPrio is a heap with the highest priority on top, byAge one with the
 //     lowest since on top (ties to the higher priority). levelAt maps the priority of
-//     every active level, and of the parked one, to its index.
+//     every active or parked level to its index; parked lists the parked levels, at
+//     most parkMax, least recently parked first.
 type core[T comparable] struct {
 	idx  index
 	seed maphash.Seed // hashes items for idx
@@ -180,7 +184,7 @@ type core[T comparable] struct {
 	levelAt    map[int]int32
 	byPrio     levelHeap
 	byAge      levelHeap
-	parked     int32 // the parked level, or none
+	parked     []int32
 	lastLevel  int32 // the level levelFor returned last (maybe freed since), or none
 
 	sched schedule // pending delayed adds
@@ -243,7 +247,7 @@ func (c *core[T]) init(seed maphash.Seed, aging uint64, keep int, timing bool) {
 	c.prioLanes = make(map[int]int32)
 	c.pairLanes = make(map[laneKey]int32)
 	c.levelAt = make(map[int]int32)
-	c.parked, c.lastLevel = none, none
+	c.lastLevel = none
 	c.byAge.age = true
 	c.aging = aging
 }
@@ -581,7 +585,7 @@ func (c *core[T]) emptied() {
 		c.levels, c.freeLevels = nil, nil // no level is active
 		c.byPrio, c.byAge = levelHeap{}, levelHeap{age: true}
 		c.levelAt = make(map[int]int32)
-		c.parked, c.lastLevel = none, none
+		c.parked, c.lastLevel = nil, none
 		c.sched = schedule{seq: c.sched.seq} // only stale elements are left
 		c.dropMarks()
 		c.high = c.epochPeak
@@ -709,7 +713,12 @@ func (c *core[T]) push(s, l int32) {
 		ln.level = c.levelFor(ln.prio)
 		c.rrAppend(&c.levels[ln.level], l)
 	}
-	c.levels[ln.level].n++
+	lv := &c.levels[ln.level]
+	if lv.n == 0 { // it becomes non-empty (it may have lingered: see dropLevel)
+		lv.since = c.handouts
+		c.byAge.h[lv.ap].by = c.handouts
+	}
+	lv.n++
 	c.ready++
 }
 

@@ -296,8 +296,8 @@ func (c *core[T]) check() error {
 	total := 0
 	for _, r := range c.byPrio.h {
 		lv := &c.levels[r.l]
-		if lv.n <= 0 {
-			return fmt.Errorf("level %d is empty", lv.prio)
+		if lv.n < 0 || lv.n == 0 && len(c.byPrio.h) > 1 {
+			return fmt.Errorf("level %d holds %d among %d levels", lv.prio, lv.n, len(c.byPrio.h))
 		}
 		if lv.since > c.handouts {
 			return fmt.Errorf("level %d: since %d after handouts %d", lv.prio, lv.since, c.handouts)
@@ -346,7 +346,7 @@ func (c *core[T]) check() error {
 
 // checkLevels verifies the invariants of the levels: the two heaps hold exactly the
 // active levels, in heap order, at the positions the levels record; levelAt indexes the
-// active levels and the parked one by priority, and nothing else; the free levels are
+// active and the parked levels by priority, and nothing else; the free levels are
 // neither active nor indexed.
 func (c *core[T]) checkLevels() error {
 	if len(c.byPrio.h) != len(c.byAge.h) {
@@ -381,25 +381,34 @@ func (c *core[T]) checkLevels() error {
 	if active != len(c.byPrio.h) {
 		return fmt.Errorf("%d levels active, %d in the heaps", active, len(c.byPrio.h))
 	}
-	if c.parked != none {
-		if lv := &c.levels[c.parked]; lv.hp != none || lv.n != 0 {
-			return fmt.Errorf("parked level %d is active or holds %d", lv.prio, lv.n)
+	if len(c.parked) > parkMax {
+		return fmt.Errorf("%d levels parked", len(c.parked))
+	}
+	for _, l := range c.parked {
+		if lv := &c.levels[l]; lv.hp != none || !lv.parked {
+			return fmt.Errorf("parked level %d is active or not marked parked", lv.prio)
 		}
 	}
-	want := active
-	if c.parked != none {
-		want++
+	parked := 0
+	for l := range c.levels {
+		if c.levels[l].parked {
+			parked++
+		}
 	}
+	if parked != len(c.parked) {
+		return fmt.Errorf("%d levels marked parked, %d listed", parked, len(c.parked))
+	}
+	want := active + parked
 	if len(c.levelAt) != want {
 		return fmt.Errorf("%d priorities indexed, %d levels active or parked", len(c.levelAt), want)
 	}
 	for prio, l := range c.levelAt {
-		if lv := &c.levels[l]; lv.prio != prio || lv.hp == none && l != c.parked {
+		if lv := &c.levels[l]; lv.prio != prio || lv.hp == none && !lv.parked {
 			return fmt.Errorf("priority %d indexes level %d (priority %d, heap position %d)", prio, l, lv.prio, lv.hp)
 		}
 	}
 	for _, l := range c.freeLevels {
-		if lv := &c.levels[l]; lv.hp != none || l == c.parked {
+		if lv := &c.levels[l]; lv.hp != none || lv.parked {
 			return fmt.Errorf("free level %d is active or parked", l)
 		}
 	}
