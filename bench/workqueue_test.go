@@ -753,3 +753,67 @@ func BenchmarkWorkqueueAddDistinct(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkWorkqueueCancelWaitingGets: W goroutines each wait in Get with a context of
+// their own (a per-call timeout, say), then every context is canceled, in random order
+// (seeded); ns/op is per Get canceled, from the first cancel to the last Get returned.
+// client-go's Get takes no context; the floor (impl=select) is goroutines waiting in a
+// select on their contexts and a channel nobody sends on. The cost per Get should not
+// grow with W.
+func BenchmarkWorkqueueCancelWaitingGets(b *testing.B) {
+	for _, w := range []int{1000, 32000} {
+		for _, impl := range []string{"ctrlkit", "select"} {
+			b.Run(fmt.Sprintf("w%d/impl=%s", w, impl), func(b *testing.B) {
+				r := rand.New(rand.NewPCG(uint64(w), 11))
+				var total time.Duration
+				for range b.N {
+					total += wqCancelWaiting(b, w, impl == "select", r.Perm(w))
+				}
+				b.ReportMetric(0, "ns/op")
+				b.ReportMetric(float64(total.Nanoseconds())/float64(b.N*w), "ns/get")
+			})
+		}
+	}
+}
+
+// wqCancelWaiting starts w Gets (or selects) that wait, cancels their contexts in the
+// order given, and returns the time from the first cancel to the last return.
+func wqCancelWaiting(b *testing.B, w int, floor bool, order []int) time.Duration {
+	q := workqueue.New(workqueue.Config[int]{})
+	defer q.ShutDown()
+	never := make(chan struct{})
+	ctxs := make([]context.Context, w)
+	cancels := make([]context.CancelFunc, w)
+	for i := range w {
+		ctxs[i], cancels[i] = context.WithCancel(context.Background())
+	}
+	var started, done sync.WaitGroup
+	started.Add(w)
+	done.Add(w)
+	for i := range w {
+		go func() {
+			defer done.Done()
+			started.Done()
+			if floor {
+				select {
+				case <-ctxs[i].Done():
+				case <-never:
+				}
+				return
+			}
+			if _, err := q.Get(ctxs[i]); err == nil {
+				b.Error("Get returned an item from an empty queue")
+			}
+		}()
+	}
+	started.Wait()
+	for range 100 { // every goroutine parked
+		time.Sleep(time.Millisecond)
+	}
+	start := time.Now()
+	for _, i := range order {
+		cancels[i]()
+	}
+	done.Wait()
+	return time.Since(start)
+}

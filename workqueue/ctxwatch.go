@@ -61,16 +61,21 @@ func (q *Queue[T]) ctxEnded(done <-chan struct{}) {
 	}
 	kept := q.waiters[:0]
 	for _, w := range q.waiters {
+		if w == nil {
+			continue // a hole: squeezed out here
+		}
 		if w.done != done {
+			w.pos = len(kept)
 			kept = append(kept, w)
 			continue
 		}
+		q.nwaiting--
 		w.res = resCanceled
 		q.nwait.Add(-1)
 		w.ch <- struct{}{} // its capacity is 1 and it receives one wake-up: no block
 	}
 	clear(q.waiters[len(kept):])
-	q.waiters = kept
+	q.waiters, q.holes = kept, 0
 	q.unlock()
 }
 

@@ -3,6 +3,7 @@ package workqueue
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"runtime"
 	"sync"
 	"testing"
@@ -308,4 +309,82 @@ func TestWatchedCancelStress(t *testing.T) {
 		}
 		checkInvariants(t, q)
 	}
+}
+
+// TestCanceledGetsKeepOrder: Gets that give up waiting (each context its own, and a run
+// of Gets sharing a watched context) leave the others in the order they began to wait:
+// items go to the Get that began last among those left, and the waiters' bookkeeping
+// (holes left by removals, squeezed out later) stays consistent throughout.
+func TestCanceledGetsKeepOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 300
+		q := New(Config[int]{})
+		defer q.ShutDown()
+		shared, cancelShared := context.WithCancel(context.Background())
+		cancels := make([]context.CancelFunc, n)
+		results := make([]chan int, n)
+		for i := range n {
+			ctx := shared
+			if i < 150 || i >= 160 { // Gets 150..159 share a context, watched from the second
+				ctx, cancels[i] = context.WithCancel(context.Background())
+			}
+			results[i] = make(chan int, 1)
+			go func() {
+				v, err := q.Get(ctx)
+				if err != nil {
+					v = -1
+				}
+				results[i] <- v
+			}()
+			synctest.Wait() // Get i waits before Get i+1 starts
+		}
+		if w := watched(q); w != 1 {
+			t.Fatalf("%d contexts watched, want 1", w)
+		}
+		r := rand.New(rand.NewPCG(3, 7))
+		gone := make([]bool, n)
+		order := r.Perm(n)
+		for k, i := range order[:2*n/3] {
+			if cancels[i] == nil {
+				continue
+			}
+			cancels[i]()
+			gone[i] = true
+			if k == n/3 {
+				cancelShared()
+				for j := 150; j < 160; j++ {
+					gone[j] = true
+				}
+			}
+			synctest.Wait()
+			if k%7 == 0 {
+				checkInvariants(t, q)
+			}
+		}
+		for i := range n {
+			if gone[i] {
+				if v := <-results[i]; v != -1 {
+					t.Fatalf("Get %d, canceled, returned item %d", i, v)
+				}
+			}
+		}
+		checkInvariants(t, q)
+		for i := n - 1; i >= 0; i-- {
+			if gone[i] {
+				continue
+			}
+			q.Add(1000 + i)
+			synctest.Wait()
+			select {
+			case v := <-results[i]:
+				if v != 1000+i {
+					t.Fatalf("Get %d returned %d, want %d", i, v, 1000+i)
+				}
+			default:
+				t.Fatalf("the item added for Get %d (the last left waiting) did not reach it", i)
+			}
+			q.Done(1000 + i)
+		}
+		checkInvariants(t, q)
+	})
 }

@@ -20,8 +20,8 @@ func checkInvariants[T comparable](t testing.TB, q *Queue[T]) {
 	q.amu.Lock()
 	defer q.amu.Unlock()
 	err := q.c.check()
-	if err == nil && (q.woken < 0 || len(q.waiters) > 0 && q.c.ready > q.woken) {
-		err = fmt.Errorf("%d waiters while %d items are ready and %d Gets being woken", len(q.waiters), q.c.ready, q.woken)
+	if err == nil && (q.woken < 0 || q.nwaiting > 0 && q.c.ready > q.woken) {
+		err = fmt.Errorf("%d waiters while %d items are ready and %d Gets being woken", q.nwaiting, q.c.ready, q.woken)
 	}
 	switch {
 	case err != nil:
@@ -33,10 +33,26 @@ func checkInvariants[T comparable](t testing.TB, q *Queue[T]) {
 		err = fmt.Errorf("%d adds staged, limit %d", len(q.adds), stageMax)
 	case q.ashut && len(q.adds) > 0:
 		err = fmt.Errorf("%d adds staged after shut-down", len(q.adds))
-	case int(q.nwait.Load()) != len(q.waiters):
-		err = fmt.Errorf("nwait %d, %d waiters", q.nwait.Load(), len(q.waiters))
-	case len(q.adds) > 0 && len(q.waiters) > 0:
-		err = fmt.Errorf("%d adds staged while %d Gets wait", len(q.adds), len(q.waiters))
+	case int(q.nwait.Load()) != q.nwaiting:
+		err = fmt.Errorf("nwait %d, %d waiters", q.nwait.Load(), q.nwaiting)
+	case len(q.adds) > 0 && q.nwaiting > 0:
+		err = fmt.Errorf("%d adds staged while %d Gets wait", len(q.adds), q.nwaiting)
+	case len(q.waiters) > 0 && q.waiters[len(q.waiters)-1] == nil:
+		err = fmt.Errorf("waiters end with a hole")
+	}
+	if err == nil {
+		holes := 0
+		for i, w := range q.waiters {
+			switch {
+			case w == nil:
+				holes++
+			case w.pos != i:
+				err = fmt.Errorf("waiter at %d records position %d", i, w.pos)
+			}
+		}
+		if err == nil && (holes != q.holes || len(q.waiters)-holes != q.nwaiting) {
+			err = fmt.Errorf("%d waiters entries, %d holes (counted %d), %d waiting", len(q.waiters), holes, q.holes, q.nwaiting)
+		}
 	}
 	nstaged := len(q.stage)
 	for _, buf := range q.full {

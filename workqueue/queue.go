@@ -106,11 +106,16 @@ type Queue[T comparable] struct {
 	mu sync.Mutex
 	// c is the state machine; guarded by mu.
 	c core[T]
-	// waiters are blocked Gets, most recent last; woken counts the Gets woken by
-	// dispatchLocked (removed from waiters) that have not taken mu again since. Invariant:
-	// waiters is non-empty only while c.ready <= woken and the queue is not exhausted.
-	waiters []*waiter[T]
-	woken   int
+	// waiters are blocked Gets, most recent last, with nil holes where a Get gave up
+	// waiting (its context ended): removing one costs O(1) however many wait. holes counts
+	// the nil entries (never the last one), nwaiting the others; see removeWaiterLocked.
+	// woken counts the Gets woken by dispatchLocked (removed from waiters) that have not
+	// taken mu again since. Invariant: nwaiting > 0 only while c.ready <= woken and the
+	// queue is not exhausted.
+	waiters  []*waiter[T]
+	nwaiting int
+	holes    int
+	woken    int
 	// shut is set once by ShutDown or ShutDownWithDrain; guarded by mu. shutFlag mirrors it
 	// for lock-free early exits.
 	shut bool
@@ -242,6 +247,7 @@ const (
 // sends on ch.
 type waiter[T comparable] struct {
 	ch  chan struct{} // capacity 1; receives exactly one wake-up per wait
+	pos int           // its index in Queue.waiters while it waits there
 	res uint8
 	// done is the Done channel of the Get's context when the queue watches it (the
 	// watch wakes w when it ends), nil when the Get selects on it itself.
@@ -484,7 +490,7 @@ func (q *Queue[T]) applyAddsLocked() {
 	}
 	clear(buf)
 	q.spareAdds = buf[:0]
-	if len(q.waiters) > 0 {
+	if q.nwaiting > 0 {
 		q.dispatchLocked()
 	}
 }
@@ -774,10 +780,13 @@ func (q *Queue[T]) dueLocked() bool {
 // as items are ready; their wake-ups are sent by unlock (or here, beyond wakeMax of them).
 // Requires mu held.
 func (q *Queue[T]) dispatchLocked() {
-	for len(q.waiters) > 0 && q.c.ready > q.woken {
-		w := q.waiters[len(q.waiters)-1]
-		q.waiters[len(q.waiters)-1] = nil
-		q.waiters = q.waiters[:len(q.waiters)-1]
+	for q.nwaiting > 0 && q.c.ready > q.woken {
+		n := len(q.waiters) - 1 // never a hole
+		w := q.waiters[n]
+		q.waiters[n] = nil
+		q.waiters = q.waiters[:n]
+		q.nwaiting--
+		q.trimWaitersLocked()
 		q.nwait.Add(-1)
 		q.woken++
 		w.res = resReady
@@ -795,12 +804,15 @@ func (q *Queue[T]) dispatchLocked() {
 func (q *Queue[T]) finishLocked() {
 	if q.c.ready == 0 && q.c.redirty == 0 {
 		for i, w := range q.waiters {
+			if w == nil {
+				continue
+			}
 			w.res = resShutDown
 			w.ch <- struct{}{}
 			q.waiters[i] = nil
 			q.nwait.Add(-1)
 		}
-		q.waiters = q.waiters[:0]
+		q.waiters, q.nwaiting, q.holes = q.waiters[:0], 0, 0
 		q.unwatchLocked() // no Get waits again
 		if q.c.inflight == 0 && q.idle != nil && !q.idleClosed {
 			close(q.idle)
@@ -839,7 +851,9 @@ func (q *Queue[T]) Get(ctx context.Context) (T, error) {
 		if watched {
 			w.done = done // ctx's end wakes w (see ctxwatch.go)
 		}
+		w.pos = len(q.waiters)
 		q.waiters = append(q.waiters, w)
+		q.nwaiting++
 		q.unlock()
 
 		if done == nil || watched {
@@ -940,15 +954,34 @@ func (q *Queue[T]) getWaiter() *waiter[T] {
 	return &waiter[T]{ch: make(chan struct{}, 1)}
 }
 
+// removeWaiterLocked removes w, a Get that gives up waiting, from waiters: it leaves a
+// hole, drops the holes that end up last, and squeezes the holes out once they
+// outnumber the waiters (each entry is moved at most once per hole made), so that a
+// Get's context ending costs O(1) amortized, not a pass over every Get waiting.
 func (q *Queue[T]) removeWaiterLocked(w *waiter[T]) {
-	for i, x := range q.waiters {
-		if x == w {
-			copy(q.waiters[i:], q.waiters[i+1:])
-			q.waiters[len(q.waiters)-1] = nil
-			q.waiters = q.waiters[:len(q.waiters)-1]
-			q.nwait.Add(-1)
-			return
+	q.waiters[w.pos] = nil
+	q.nwaiting--
+	q.holes++
+	q.nwait.Add(-1)
+	q.trimWaitersLocked()
+	if q.holes > 16 && q.holes > q.nwaiting {
+		kept := q.waiters[:0]
+		for _, x := range q.waiters {
+			if x != nil {
+				x.pos = len(kept)
+				kept = append(kept, x)
+			}
 		}
+		clear(q.waiters[len(kept):])
+		q.waiters, q.holes = kept, 0
+	}
+}
+
+// trimWaitersLocked drops the holes at the end of waiters.
+func (q *Queue[T]) trimWaitersLocked() {
+	for n := len(q.waiters); n > 0 && q.waiters[n-1] == nil; n-- {
+		q.waiters = q.waiters[:n-1]
+		q.holes--
 	}
 }
 

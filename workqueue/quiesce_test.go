@@ -167,7 +167,7 @@ func stressQuiesce(t *testing.T, workers int, timeout, binned bool) {
 		if time.Now().After(deadline) {
 			q.mu.Lock()
 			t.Errorf("%d items not handed out after their last add, 5s after the adds stopped: %v; ready %d, in flight %d, redirty %d, waiters %d, woken %d, nwait %d, nadds %d",
-				len(behind), behind[:min(len(behind), 10)], q.c.ready, q.c.inflight, q.c.redirty, len(q.waiters), q.woken, q.nwait.Load(), q.nadds.Load())
+				len(behind), behind[:min(len(behind), 10)], q.c.ready, q.c.inflight, q.c.redirty, q.nwaiting, q.woken, q.nwait.Load(), q.nadds.Load())
 			for _, i := range behind[:min(len(behind), 5)] {
 				if s := q.c.find(keys[i]); s != none {
 					e := q.c.e(s)

@@ -125,6 +125,10 @@ var baseRows = []row{
 	floorRow("WorkqueueOtherShapes/agd-p1w2k2", "1×2 over 2 keys", "client-go"),
 	// the serial cycle against the lock floor (impl=floor-locks): three uncontended
 	// lock round trips an item, which both queues pay.
+	// Gets that give up waiting: the cost per Get must not grow with the number waiting
+	// (the floor is goroutines waiting in a select on their contexts).
+	{area: "workqueue", title: "Gets canceled while 1k Gets wait, each with a context of its own (ns per Get), ctrlkit's time over the floor's (the same goroutines waiting in a select on their contexts)", c: "WorkqueueCancelWaitingGets/w1000", impl: "ctrlkit", base: "select", unit: "sec/get"},
+	{area: "workqueue", title: "Gets canceled while 32k Gets wait: ctrlkit's time over the floor's", c: "WorkqueueCancelWaitingGets/w32000", impl: "ctrlkit", base: "select", unit: "sec/get"},
 	{area: "workqueue", title: "vs the lock floor (a ring under a mutex that Add, Get and Done each take once): the 1k cycle in one goroutine, ctrlkit's time over the floor's", c: "WorkqueueSerial", impl: "ctrlkit", base: "floor-locks", unit: "sec/op"},
 	{area: "workqueue", title: "vs the lock floor: the 1k cycle in one goroutine, client-go's time over the floor's", c: "WorkqueueSerial", impl: "client-go", base: "floor-locks", unit: "sec/op"},
 

@@ -85,6 +85,7 @@ func suite(short bool) ([]phase, []profileRun) {
 			one("^BenchmarkWorkqueueRequeue$", fast),
 			one("^BenchmarkWorkqueueAddDistinct$", addAfter),
 			one("^BenchmarkWorkqueueWaitingMemory$", "1x"),
+			one("^BenchmarkWorkqueueCancelWaitingGets$", heavy),
 		}},
 		{name: "indexer", bin: binRoot, runs: []invocation{
 			one("^BenchmarkIndexer(Add|Update|UpdateMove|Delete|ByIndex|ByIndexChanging|Shapes)$", fast),
