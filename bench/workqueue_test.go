@@ -256,6 +256,36 @@ func BenchmarkWorkqueueSerial(b *testing.B) {
 	}
 }
 
+// BenchmarkWorkqueueOneAtATime: one goroutine adds an item, takes it and finishes it,
+// again and again, over 1k keys (keys) or a new item each time (distinct): the queue
+// never holds more than one item, the simplest benchmark of a queue there is, and the
+// case where staging an add for the next Get (BenchmarkWorkqueueSerial batches 1k)
+// saves nothing. ns per item.
+func BenchmarkWorkqueueOneAtATime(b *testing.B) {
+	keys := wqKeys(1000)
+	distinct := wqKeys(1 << 16)
+	for _, c := range []struct {
+		name string
+		keys []string
+	}{{"keys", keys}, {"distinct", distinct}} {
+		for _, impl := range wqImpls {
+			b.Run(c.name+"/impl="+impl.name, func(b *testing.B) {
+				b.ReportAllocs()
+				q := impl.mk()
+				for n := 0; b.Loop(); n++ {
+					q.add(c.keys[n%len(c.keys)])
+					item, ok := q.get()
+					if !ok {
+						b.Fatal("the queue shut down")
+					}
+					q.done(item)
+				}
+				q.shutDown()
+			})
+		}
+	}
+}
+
 // BenchmarkWorkqueueStructItems is BenchmarkWorkqueueAddGetDone with items of type
 // types.NamespacedName, the item controller-runtime queues (its reconcile.Request
 // wraps one), instead of strings: both queues hash and compare a struct of two

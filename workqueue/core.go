@@ -289,7 +289,27 @@ func (c *core[T]) alloc(item T, tag uint32, pos int) int32 {
 	e.set(stIdle, none)
 	c.idx.put(tag, pos, s)
 	c.activated()
+	c.cacheMiss(tag)
 	return s
+}
+
+// cacheMiss counts the add of an item the cache does not hold (tag is its tag) as a
+// miss, when the cache holds at least a window of entries and is under its limit. At
+// the limit every such add evicts an entry, which is counted already; under it nothing
+// would be counted, and a stream of distinct items with a KeepFinished far above the
+// load would keep every one of them, never switching to the sample. In sampled mode
+// only the sample's items count (see cacheSample).
+func (c *core[T]) cacheMiss(tag uint32) {
+	if c.keep <= 0 || c.cached >= c.cacheLimit() {
+		return
+	}
+	if c.sampled {
+		if tag%cacheSample == 0 && c.cached >= cacheWindow/cacheSample {
+			c.cacheEvent(0, 1)
+		}
+	} else if c.cached >= cacheWindow {
+		c.cacheEvent(0, 1)
+	}
 }
 
 // live returns the number of live (not cached) entries.
@@ -431,7 +451,7 @@ func (c *core[T]) trimCache() {
 // The cache pays when finished items come back: a hit saves an insert into the index and a
 // delete later, while an entry evicted unused costs more than one released at once (it is
 // read again, cold, to be dropped). So the cache watches its hit rate, in windows of
-// cacheWindow events (hits and evictions): below 1 in 8 it switches to sampled mode, where
+// cacheWindow events (hits, and evictions or, under the limit, misses: see cacheMiss): below 1 in 8 it switches to sampled mode, where
 // it keeps only the items whose tag is a multiple of cacheSample, up to a cacheSample-th
 // of its limit (so the sample reaches back as far as the full cache would), and releases the
 // others when they finish; when the sample's hit rate reaches 1 in 4 the cache keeps every

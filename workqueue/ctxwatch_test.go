@@ -321,6 +321,7 @@ func TestCanceledGetsKeepOrder(t *testing.T) {
 		q := New(Config[int]{})
 		defer q.ShutDown()
 		shared, cancelShared := context.WithCancel(context.Background())
+		defer cancelShared()
 		cancels := make([]context.CancelFunc, n)
 		results := make([]chan int, n)
 		for i := range n {

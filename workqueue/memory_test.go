@@ -179,6 +179,45 @@ func TestKeepFinishedAdapts(t *testing.T) {
 	checkInvariants(t, q)
 }
 
+// TestKeepFinishedAdaptsUnderItsLimit: with KeepFinished far above the load, a stream
+// of distinct items never fills the cache, so nothing is ever evicted; the adds that
+// miss it count instead, and the cache switches to sampled mode after a window of them
+// rather than keeping every item ever finished. Items coming back switch it back.
+func TestKeepFinishedAdaptsUnderItsLimit(t *testing.T) {
+	const keep = 1 << 20
+	ks := keys(60_000)
+	q := New(Config[string]{KeepFinished: keep})
+	defer q.ShutDown()
+	cycle := func(k string) {
+		q.Add(k)
+		item, _ := q.Get(doneCtx)
+		q.Done(item)
+	}
+	cached := func() (int, bool) {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return q.c.cached, q.c.sampled
+	}
+	for _, k := range ks[:40_000] {
+		cycle(k)
+	}
+	// A window of misses after a window of entries (2,048 items), then a sixteenth.
+	if n, sampled := cached(); !sampled || n > 2*cacheWindow+40_000/cacheSample {
+		t.Fatalf("after 40,000 distinct items under a limit of %d: %d cached, sampled %v; want sampled, at most %d", keep, n, sampled, 2*cacheWindow+40_000/cacheSample)
+	}
+	checkInvariants(t, q)
+	for i, k := range ks[40_000:] {
+		cycle(k)
+		if i >= 200 {
+			cycle(ks[40_000+i-200])
+		}
+	}
+	if _, sampled := cached(); sampled {
+		t.Fatal("items coming back did not switch the cache to full mode")
+	}
+	checkInvariants(t, q)
+}
+
 // TestMemoryGivenBack: after a peak of 20,000 items (half of them scheduled), a long
 // stretch of light load (two epochs of 4·peak operations) makes the queue give its
 // containers back, and the heap returns near where it started.

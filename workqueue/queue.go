@@ -61,7 +61,9 @@ type Config[T comparable] struct {
 	//
 	// Keeping costs more than it saves when finished items rarely come back (a stream of
 	// distinct items), so the queue watches the share of kept items that are added again
-	// before being dropped: below 1 in 8 (over 1024 such events), it keeps only a sample,
+	// before being dropped (while it keeps fewer than KeepFinished, and at least 1024, an
+	// add of an item it does not keep counts as one dropped): below 1 in 8 (over 1024
+	// such events), it keeps only a sample,
 	// one item in 16 chosen by hash, up to a sixteenth of the limit (so the sample reaches
 	// as far back as the full cache), and drops the others at once, in batches of 33; when
 	// the sample's share reaches 1 in 4 it keeps every finished item again.
@@ -141,9 +143,9 @@ type Queue[T comparable] struct {
 	// ctxwatch.go). Guarded by mu.
 	watches  []ctxWatch
 	lastDone <-chan struct{}
-	// misses counts the single adds in a row that found their items not in flight
-	// (see noteAdds).
-	misses int
+	// misses counts the single adds in a row that found their items not in flight and
+	// the queue not empty, empties those that found it empty (see noteAdds).
+	misses, empties int
 
 	_ [cacheLine]byte
 
@@ -151,7 +153,8 @@ type Queue[T comparable] struct {
 	// read without a lock by every add (and delays by Get).
 	shutFlag atomic.Bool
 	delays   atomic.Bool
-	// direct is set while adds mostly re-add items in flight (see noteAdds); written
+	// direct is set while adds mostly re-add items in flight or come one at a time into
+	// an empty queue (see noteAdds); written
 	// under mu when the mode changes, read by every Add.
 	direct  atomic.Bool
 	epoch   time.Time    // origin of the monotonic clock used for deadlines and stamps
@@ -442,11 +445,12 @@ func (q *Queue[T]) addNow(item T, tag uint32, prio int, key string, retried bool
 		return
 	}
 	q.applyAddsLocked()
+	empty := q.c.ready == 0
 	if q.c.add(item, tag, prio, key, at) && q.metrics != nil {
 		q.applied++
 	}
 	if held {
-		q.noteAdds(1, q.c.reAdded)
+		q.noteAdds(1, q.c.reAdded, empty)
 	}
 	q.dispatchLocked()
 	q.unlock()
@@ -469,7 +473,7 @@ func (q *Queue[T]) applyAddsLocked() {
 	q.staged.Store(0)
 	q.amu.Unlock()
 	q.c.touch(buf)
-	adds, reAdds := 0, 0
+	adds, reAdds, empty := 0, 0, q.c.ready == 0
 	for i := range buf {
 		if buf[i].done {
 			if s := q.c.findInFlight(buf[i].item); s != none {
@@ -486,7 +490,7 @@ func (q *Queue[T]) applyAddsLocked() {
 		}
 	}
 	if adds > 0 {
-		q.noteAdds(adds, 2*reAdds >= adds)
+		q.noteAdds(adds, 2*reAdds >= adds, empty)
 	}
 	clear(buf)
 	q.spareAdds = buf[:0]
@@ -498,33 +502,55 @@ func (q *Queue[T]) applyAddsLocked() {
 // noteAdds switches direct mode, in which an Add that finds mu free applies itself
 // instead of staging. It is told of every batch of staged adds applied and of every
 // direct add: n adds, reAdds set when at least half of them found their items in
-// flight (workers adding the item they hold, before its Done). Such adds turn the
-// mode on; a batch of more than one add that are mostly not re-adds turns it off, and
-// so do directMisses single adds in a row that are not. A worker's add then costs its Done no trip through the staging buffer
-// (the Done would apply it first: it is an add of its own item), while a producer
-// streaming new items keeps staging them, so that they do not take mu away from
-// the workers item by item. n is the number of adds (1 for a direct one). Requires
-// mu held.
-func (q *Queue[T]) noteAdds(n int, reAdds bool) {
+// flight (workers adding the item they hold, before its Done), empty when the queue
+// had no item ready before them. Re-adds turn the mode on, and so do directEmpties
+// single adds in a row into an empty queue; a batch of more than one add that are
+// mostly not re-adds turns it off, and so do directMisses single adds in a row into a
+// queue with items ready. A worker's add then costs its Done no trip through the
+// staging buffer (the Done would apply it first: it is an add of its own item), and
+// adds that come one at a time, each taken before the next (the queue never holds
+// more than one item: staging would batch nothing and cost its own lock and the next
+// Get's trip through the buffer), take mu once, while a producer streaming new items
+// faster than the workers take them keeps staging them, so that they do not take mu
+// away from the workers item by item. n is the number of adds (1 for a direct one).
+// Requires mu held.
+func (q *Queue[T]) noteAdds(n int, reAdds, empty bool) {
 	switch {
 	case reAdds:
+		q.misses, q.empties = 0, 0
+		q.setDirect(true)
+	case n > 1:
+		q.misses, q.empties = 0, 0
+		q.setDirect(false)
+	case empty:
 		q.misses = 0
-		if !q.direct.Load() {
-			q.direct.Store(true)
-		}
-	case n > 1 || q.misses+1 >= directMisses:
-		q.misses = 0
-		if q.direct.Load() {
-			q.direct.Store(false)
+		if q.empties++; q.empties >= directEmpties {
+			q.empties = 0
+			q.setDirect(true)
 		}
 	default:
-		q.misses++
+		q.empties = 0
+		if q.misses++; q.misses >= directMisses {
+			q.misses = 0
+			q.setDirect(false)
+		}
+	}
+}
+
+// setDirect sets direct mode on or off, writing the flag only when it changes.
+func (q *Queue[T]) setDirect(on bool) {
+	if q.direct.Load() != on {
+		q.direct.Store(on)
 	}
 }
 
 // directMisses is how many single adds in a row (direct ones, or staged batches of
-// one) may find their items not in flight before direct mode ends.
-const directMisses = 4
+// one) may find their items not in flight and items ready before direct mode ends;
+// directEmpties how many that find the queue empty turn it on.
+const (
+	directMisses  = 4
+	directEmpties = 8
+)
 
 // wakeMax bounds the wake-ups a holder of mu defers to unlock; dispatchLocked sends
 // further ones under the lock.

@@ -293,3 +293,53 @@ func TestDirectModeFollowsReAdds(t *testing.T) {
 		t.Fatalf("%d ready at the end", l)
 	}
 }
+
+// TestDirectModeFollowsOneAtATime: adds that each find the queue empty (every item taken
+// before the next is added) turn direct mode on after directEmpties of them, and are
+// then applied at once instead of staged; adds that find items ready (a producer
+// ahead of the workers) turn it off after directMisses, and are staged again.
+func TestDirectModeFollowsOneAtATime(t *testing.T) {
+	q := New(Config[string]{})
+	defer q.ShutDown()
+	for i := range directEmpties + 3 {
+		item := fmt.Sprint("one", i)
+		q.Add(item)
+		if i >= directEmpties && q.nadds.Load() != 0 {
+			t.Fatalf("add %d into an empty queue staged after %d such adds", i, directEmpties)
+		}
+		if i < directEmpties-1 && q.direct.Load() {
+			t.Fatalf("direct mode on after %d adds into an empty queue, want %d", i+1, directEmpties)
+		}
+		mustGet(t, q, item)
+		q.Done(item)
+		checkInvariants(t, q)
+	}
+	if !q.direct.Load() {
+		t.Fatal("direct mode off after adds one at a time")
+	}
+	// A producer ahead of the workers: each add finds items ready.
+	q.Add("first")
+	for i := range directMisses {
+		if !q.direct.Load() {
+			t.Fatalf("direct mode ended after %d adds into a non-empty queue, want %d", i, directMisses)
+		}
+		q.Add(fmt.Sprint("burst", i))
+	}
+	if q.direct.Load() {
+		t.Fatalf("direct mode still on after %d adds into a non-empty queue", directMisses)
+	}
+	q.Add("staged")
+	if q.nadds.Load() != 1 {
+		t.Fatal("an add into a non-empty queue out of direct mode was not staged")
+	}
+	checkInvariants(t, q)
+	want := []string{"first"}
+	for i := range directMisses {
+		want = append(want, fmt.Sprint("burst", i))
+	}
+	for _, w := range append(want, "staged") {
+		mustGet(t, q, w)
+		q.Done(w)
+	}
+	checkInvariants(t, q)
+}
