@@ -78,7 +78,7 @@ func suite(short bool) ([]phase, []profileRun) {
 			one("^BenchmarkWorkqueueAddAfter(Long|Mixed)$", addAfter),
 			one("^BenchmarkWorkqueueDedup$", fast),
 			one("^BenchmarkWorkqueue(Struct|Pointer)Items$", fast),
-			one("^BenchmarkWorkqueueSerial$", fast),
+			one("^BenchmarkWorkqueue(Serial|OneAtATime)$", fast),
 			one("^BenchmarkWorkqueue(Metrics|Fairness)$", fast),
 			one("^BenchmarkWorkqueueAddRateLimited$", fast),
 			one("^BenchmarkWorkqueueOtherShapes$", fast),
