@@ -1,6 +1,10 @@
 package indexer
 
-import "sync/atomic"
+import (
+	"cmp"
+	"slices"
+	"sync/atomic"
+)
 
 // index is one named secondary index over the slots of a core. It is not safe for
 // concurrent use; the Indexer's lock guards it.
@@ -8,7 +12,10 @@ import "sync/atomic"
 // Layout: every distinct indexed value gets a small integer id (interned in ids) whose
 // entry lists the member slots. Every slot remembers where it sits in those member
 // lists, so removing a slot never calls the index function again and costs O(values of
-// that slot), not O(members).
+// that slot), not O(members). A slot with more than sortedMin values keeps its
+// memberships sorted by value id, so that moving another slot's membership (setPos)
+// finds it by binary search: an object indexed under V values shared with others then
+// costs O(V log V) to remove, not O(V²).
 //
 // Invariants, checked by validate in tests:
 //   - ids[v] == id iff vals[id].value == v and vals[id] is live (len(members) > 0);
@@ -17,7 +24,8 @@ import "sync/atomic"
 //     either slotVal[s] == id && slotPos[s] == p (the single-value case) or slotVal[s]
 //     == multiValue and multi[slotPos[s]] holds {id, p}.
 //   - the entries of multi are those of the multi-valued slots (one each) and those
-//     listed in freeMulti (nil), nothing else.
+//     listed in freeMulti (nil), nothing else; an entry of more than sortedMin
+//     memberships is sorted by val.
 //   - slotVal[s] == noValue iff s is indexed under no value (or is a free slot).
 //   - vals[id].snap is nil or holds, in order, the objects of vals[id].members as
 //     they are stored now (see snapshot); every change of the members of id or of the
@@ -208,6 +216,9 @@ func (ix *index[T]) set(s int32, values []string) {
 		id := ix.intern(v)
 		ms[i] = membership{val: id, pos: ix.addMember(id, s)}
 	}
+	if len(ms) > sortedMin {
+		slices.SortFunc(ms, func(a, b membership) int { return cmp.Compare(a.val, b.val) })
+	}
 	if entry < 0 {
 		if n := len(ix.freeMulti); n > 0 {
 			entry = ix.freeMulti[n-1]
@@ -222,11 +233,23 @@ func (ix *index[T]) set(s int32, values []string) {
 }
 
 // holds reports whether the memberships ms are exactly of the values (both free of
-// duplicates). Past a few values it gives up (false), and set rebuilds them: the
-// comparison is quadratic.
+// duplicates): by a scan of ms for each value up to sortedMin of them, else by a
+// binary search of the sorted ms for each value's id.
 func (ix *index[T]) holds(ms []membership, values []string) bool {
-	if len(ms) != len(values) || len(values) > 16 {
+	if len(ms) != len(values) {
 		return false
+	}
+	if len(ms) > sortedMin {
+		for _, v := range values {
+			id, ok := ix.ids[v]
+			if !ok {
+				return false
+			}
+			if _, found := slices.BinarySearchFunc(ms, id, byVal); !found {
+				return false
+			}
+		}
+		return true
 	}
 	for _, v := range values {
 		found := false
@@ -343,6 +366,12 @@ func (ix *index[T]) setPos(s, id, pos int32) {
 		return
 	}
 	ms := ix.multi[ix.slotPos[s]]
+	if len(ms) > sortedMin {
+		if i, found := slices.BinarySearchFunc(ms, id, byVal); found {
+			ms[i].pos = pos
+		}
+		return
+	}
 	for i := range ms {
 		if ms[i].val == id {
 			ms[i].pos = pos
@@ -350,6 +379,13 @@ func (ix *index[T]) setPos(s, id, pos int32) {
 		}
 	}
 }
+
+// sortedMin is the number of memberships above which a slot keeps them sorted by value
+// id; up to it a scan is faster than sorting and searching.
+const sortedMin = 16
+
+// byVal orders a membership against a value id.
+func byVal(m membership, id int32) int { return cmp.Compare(m.val, id) }
 
 // members returns the slots indexed under value v. The slice is owned by the index.
 func (ix *index[T]) members(v string) []int32 {

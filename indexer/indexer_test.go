@@ -3,6 +3,7 @@ package indexer
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
@@ -570,6 +571,71 @@ func TestUpdateKeepingMultiValues(t *testing.T) {
 	for j, ix := range x.c.idx {
 		if ix.multi != nil || ix.freeMulti != nil {
 			t.Errorf("index %d keeps %d multi entries (%d free) with no multi-valued object", j, len(ix.multi), len(ix.freeMulti))
+		}
+	}
+}
+
+// TestManyValuesPerObject stores objects indexed under dozens of values each, drawn from
+// a shared pool (so that removing one membership moves another object's), and updates
+// them with the same values reordered, with other values, deletes and re-adds them,
+// validating the store and comparing IndexKeys with a model after every step.
+func TestManyValuesPerObject(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 55))
+	x := newItemIndexer()
+	model := map[string][]string{} // key -> tags
+	pool := make([]string, 90)
+	for i := range pool {
+		pool[i] = fmt.Sprint("t", i)
+	}
+	randomTags := func() []string {
+		n := r.IntN(60)
+		if r.IntN(4) == 0 {
+			n = r.IntN(sortedMin + 2) // around the threshold too
+		}
+		tags := slices.Clone(pool)
+		r.Shuffle(len(tags), func(i, j int) { tags[i], tags[j] = tags[j], tags[i] })
+		return tags[:n]
+	}
+	for step := range 1500 {
+		key := fmt.Sprint("k", r.IntN(40))
+		switch op := r.IntN(10); {
+		case op < 4:
+			tags := randomTags()
+			if err := x.Update(&item{Key: key, Group: "g", Tags: tags}); err != nil {
+				t.Fatal(err)
+			}
+			model[key] = tags
+		case op < 7: // the same values in another order
+			tags, ok := model[key]
+			if !ok {
+				continue
+			}
+			tags = slices.Clone(tags)
+			r.Shuffle(len(tags), func(i, j int) { tags[i], tags[j] = tags[j], tags[i] })
+			if err := x.Update(&item{Key: key, Group: "g", Tags: tags}); err != nil {
+				t.Fatal(err)
+			}
+			model[key] = tags
+		default:
+			if err := x.Delete(&item{Key: key}); err != nil {
+				t.Fatal(err)
+			}
+			delete(model, key)
+		}
+		if step%10 != 0 {
+			continue
+		}
+		mustValidate(t, x)
+		for _, tag := range pool[:20] {
+			var want []string
+			for k, tags := range model {
+				if slices.Contains(tags, tag) {
+					want = append(want, k)
+				}
+			}
+			if got := mustIndexKeys(t, x, "tags", tag); !slices.Equal(got, sorted(want)) {
+				t.Fatalf("step %d: IndexKeys(tags, %s) = %v, want %v", step, tag, got, sorted(want))
+			}
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package indexer
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 )
@@ -289,6 +290,9 @@ func (ix *index[T]) validate(n int, want func(s int) ([]string, bool)) error {
 			}
 			if entries[ix.slotPos[s]] {
 				return fmt.Errorf("slot %d shares its multi entry %d", s, ix.slotPos[s])
+			}
+			if ms := ix.multi[ix.slotPos[s]]; len(ms) > sortedMin && !slices.IsSortedFunc(ms, func(a, b membership) int { return cmp.Compare(a.val, b.val) }) {
+				return fmt.Errorf("slot %d has %d memberships, not sorted", s, len(ms))
 			}
 			entries[ix.slotPos[s]] = true
 		}
