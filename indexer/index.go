@@ -171,9 +171,9 @@ func (ix *index[T]) reserve(n int) {
 	ix.slotPos = append(make([]int32, 0, n), ix.slotPos...)
 }
 
-// set makes slot s a member of exactly the given values. values must be free of
-// duplicates. It does nothing when s already has exactly these values (in any order),
-// except dropping their snapshots: the slot's object changes.
+// set makes slot s a member of exactly the given values; a value given twice counts
+// once (see dedupe). It does nothing when s already has exactly these values (in any
+// order), except dropping their snapshots: the slot's object changes.
 func (ix *index[T]) set(s int32, values []string) {
 	if len(values) == 1 {
 		ix.setOne(s, values[0])
@@ -212,9 +212,24 @@ func (ix *index[T]) set(s int32, values []string) {
 		ms = make([]membership, len(values))
 	}
 	ms = ms[:len(values)]
-	for i, v := range values {
+	n := 0
+	for _, v := range values {
 		id := ix.intern(v)
-		ms[i] = membership{val: id, pos: ix.addMember(id, s)}
+		// s is in no value yet, and each value it joins gets it last: a value whose
+		// last member is s was given before.
+		if m := ix.vals[id].members; len(m) > 0 && m[len(m)-1] == s {
+			continue
+		}
+		ms[n] = membership{val: id, pos: ix.addMember(id, s)}
+		n++
+	}
+	ms = ms[:n]
+	if n == 1 { // repeats of one value
+		if entry >= 0 {
+			ix.freeEntry(entry)
+		}
+		ix.slotVal[s], ix.slotPos[s] = ms[0].val, ms[0].pos
+		return
 	}
 	if len(ms) > sortedMin {
 		slices.SortFunc(ms, func(a, b membership) int { return cmp.Compare(a.val, b.val) })

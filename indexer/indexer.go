@@ -488,20 +488,19 @@ func (s *indexSet[T]) computePending(obj T) tracked {
 	return tracked{vals: vals}
 }
 
-// dedupe returns v without repeated values, copying it only if it has repeats.
+// dedupe returns v without repeated values, copying it only if it has repeats. Past 8
+// values it returns v as it is: index.set counts a repeated value once at no cost,
+// where a set of seen values would allocate a map as large as v on every write.
 func dedupe(v []string) []string {
-	if len(v) < 2 {
+	if len(v) < 2 || len(v) > 8 {
 		return v
 	}
-	if len(v) <= 8 {
-		for i := 1; i < len(v); i++ {
-			if slices.Contains(v[:i], v[i]) {
-				return dedupeSlow(v)
-			}
+	for i := 1; i < len(v); i++ {
+		if slices.Contains(v[:i], v[i]) {
+			return dedupeSlow(v)
 		}
-		return v
 	}
-	return dedupeSlow(v)
+	return v
 }
 
 func dedupeSlow(v []string) []string {

@@ -576,8 +576,9 @@ func TestUpdateKeepingMultiValues(t *testing.T) {
 }
 
 // TestManyValuesPerObject stores objects indexed under dozens of values each, drawn from
-// a shared pool (so that removing one membership moves another object's), and updates
-// them with the same values reordered, with other values, deletes and re-adds them,
+// a shared pool (so that removing one membership moves another object's), some given
+// twice or one value many times, and updates them with the same values reordered,
+// with other values, deletes and re-adds them,
 // validating the store and comparing IndexKeys with a model after every step.
 func TestManyValuesPerObject(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 55))
@@ -594,7 +595,19 @@ func TestManyValuesPerObject(t *testing.T) {
 		}
 		tags := slices.Clone(pool)
 		r.Shuffle(len(tags), func(i, j int) { tags[i], tags[j] = tags[j], tags[i] })
-		return tags[:n]
+		tags = tags[:n]
+		switch r.IntN(6) {
+		case 0: // repeated values (an index function may return them)
+			for range 1 + r.IntN(12) {
+				if len(tags) > 0 {
+					tags = append(tags, tags[r.IntN(len(tags))])
+				}
+			}
+			r.Shuffle(len(tags), func(i, j int) { tags[i], tags[j] = tags[j], tags[i] })
+		case 1: // one value, repeated
+			tags = slices.Repeat([]string{pool[r.IntN(len(pool))]}, 2+r.IntN(20))
+		}
+		return tags
 	}
 	for step := range 1500 {
 		key := fmt.Sprint("k", r.IntN(40))
