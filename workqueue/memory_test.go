@@ -140,6 +140,20 @@ func TestKeepFinishedIgnoresPeak(t *testing.T) {
 	}
 }
 
+// addGetDone adds k, takes the item and finishes it.
+func addGetDone(q *Queue[string], k string) {
+	q.Add(k)
+	item, _ := q.Get(doneCtx)
+	q.Done(item)
+}
+
+// cacheState returns how many finished items q's cache keeps and whether it samples.
+func cacheState(q *Queue[string]) (int, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.c.cached, q.c.sampled
+}
+
 // TestKeepFinishedAdapts: a stream of distinct items, which never hits the cache, switches
 // it to sampled mode (a sixteenth of the items, a sixteenth of the limit); items coming
 // back switch it to full mode again.
@@ -148,16 +162,8 @@ func TestKeepFinishedAdapts(t *testing.T) {
 	ks := keys(40_000)
 	q := New(Config[string]{KeepFinished: keep})
 	defer q.ShutDown()
-	cycle := func(k string) {
-		q.Add(k)
-		item, _ := q.Get(doneCtx)
-		q.Done(item)
-	}
-	cached := func() (int, bool) {
-		q.mu.Lock()
-		defer q.mu.Unlock()
-		return q.c.cached, q.c.sampled
-	}
+	cycle := func(k string) { addGetDone(q, k) }
+	cached := func() (int, bool) { return cacheState(q) }
 	for _, k := range ks[:20_000] {
 		cycle(k)
 	}
@@ -188,16 +194,8 @@ func TestKeepFinishedAdaptsUnderItsLimit(t *testing.T) {
 	ks := keys(60_000)
 	q := New(Config[string]{KeepFinished: keep})
 	defer q.ShutDown()
-	cycle := func(k string) {
-		q.Add(k)
-		item, _ := q.Get(doneCtx)
-		q.Done(item)
-	}
-	cached := func() (int, bool) {
-		q.mu.Lock()
-		defer q.mu.Unlock()
-		return q.c.cached, q.c.sampled
-	}
+	cycle := func(k string) { addGetDone(q, k) }
+	cached := func() (int, bool) { return cacheState(q) }
 	for _, k := range ks[:40_000] {
 		cycle(k)
 	}
