@@ -14,6 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -1015,6 +1016,86 @@ func BenchmarkIndexerManyValues(b *testing.B) {
 					}
 					if err := update(objs[i%n]); err != nil {
 						b.Fatal(err)
+					}
+					i++
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkIndexerGetAbsent times a read of an object the store does not hold, as a
+// controller does for every key whose object was deleted: through the listers
+// (by=lister: the lookup and the NotFound error, which both build) and by key
+// (by=key: Get of ctrlkit, GetByKey of client-go; the lookup alone). At two sizes:
+// 100k objects (a table about 3/4 full) and 114,688, the most a table of 131,072
+// cells holds before it grows (7/8 full, the longest probes). The keys asked for are
+// in the store's namespaces, named as its objects are but with ids past them.
+func BenchmarkIndexerGetAbsent(b *testing.B) {
+	for _, n := range []int{idxObjects, 114_688} {
+		objs := idxObjs(n, 0, "1")
+		absent := idxObjs(1<<14, n, "1")
+		keys := make([]string, len(absent))
+		for i, o := range absent {
+			keys[i] = o.Namespace + "/" + o.Name
+		}
+		type reads struct {
+			lister func(ns, name string) error
+			key    func(key string) bool
+		}
+		for _, impl := range []struct {
+			name string
+			r    reads
+		}{{"ctrlkit", func() reads {
+			x := idxCtrlkit()
+			for _, o := range objs {
+				_ = x.Add(o)
+			}
+			l := indexer.NewLister(x)
+			return reads{
+				lister: func(ns, name string) error {
+					_, err := l.Namespace(ns).Get(name)
+					return err
+				},
+				key: func(key string) bool {
+					_, ok := x.Get(key)
+					return ok
+				},
+			}
+		}()}, {"client-go", func() reads {
+			x := idxClientgo()
+			for _, o := range objs {
+				_ = x.Add(o)
+			}
+			l := corelisters.NewConfigMapLister(x)
+			return reads{
+				lister: func(ns, name string) error {
+					_, err := l.ConfigMaps(ns).Get(name)
+					return err
+				},
+				key: func(key string) bool {
+					_, ok, _ := x.GetByKey(key)
+					return ok
+				},
+			}
+		}()}} {
+			b.Run(fmt.Sprintf("n=%d/by=lister/impl=%s", n, impl.name), func(b *testing.B) {
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					o := absent[i%len(absent)]
+					if err := impl.r.lister(o.Namespace, o.Name); !apierrors.IsNotFound(err) {
+						b.Fatalf("Get %s/%s: %v, want not found", o.Namespace, o.Name, err)
+					}
+					i++
+				}
+			})
+			b.Run(fmt.Sprintf("n=%d/by=key/impl=%s", n, impl.name), func(b *testing.B) {
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					if impl.r.key(keys[i%len(keys)]) {
+						b.Fatalf("Get %s found an object", keys[i%len(keys)])
 					}
 					i++
 				}

@@ -2,6 +2,7 @@ package indexer_test
 
 import (
 	"errors"
+	"reflect"
 	"slices"
 	"sort"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/ctrlkit/ctrlkit/indexer"
 )
@@ -114,5 +116,31 @@ func TestListerWithoutNamespaceIndex(t *testing.T) {
 	_, err := indexer.NewLister(x).Namespace("a").List(nil)
 	if !errors.Is(err, indexer.ErrUnknownIndex) {
 		t.Fatalf("List without a namespace index = %v, want ErrUnknownIndex", err)
+	}
+}
+
+// TestListerNotFoundIsNewNotFound checks that a Get of a missing object returns what
+// apierrors.NewNotFound does, field for field and message for message, for names that
+// quote plainly and for names that need escapes; and that it allocates at most two
+// objects (NewNotFound takes six).
+func TestListerNotFoundIsNewNotFound(t *testing.T) {
+	x := indexer.New(indexer.Config[*corev1.ConfigMap]{})
+	l := indexer.NewLister(x)
+	for _, name := range []string{
+		"web", "", "a.b-c", "~ !#", `say "hi"`, `back\slash`, "tab\there", "new\nline",
+		"\x00", "\x7f", "ünïcode", "日本", "\xff\xfe", "emoji-😀",
+	} {
+		_, err := l.Get("ns", name)
+		want := apierrors.NewNotFound(schema.GroupResource{Resource: "configmap"}, name)
+		var got *apierrors.StatusError
+		if !errors.As(err, &got) || !reflect.DeepEqual(got, want) {
+			t.Errorf("Get(ns, %q) = %#v, want %#v", name, err, want)
+		}
+		if err == nil || err.Error() != want.Error() {
+			t.Errorf("Get(ns, %q): message %v, want %q", name, err, want.Error())
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = l.Get("ns", "web") }); n > 2 {
+		t.Errorf("a Get of a missing object allocates %v times, want at most 2", n)
 	}
 }
