@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -364,11 +365,38 @@ func New[T Object](lw ListerWatcher[T], store Store[T], cfg Config[T]) *Reflecto
 	r.reuse, _ = store.(ReuseStore[T])
 	r.refuser, _ = store.(Refuser)
 	r.sized, _ = store.(SizedStore)
-	if _, ok := lw.(reusingLister[T]); ok {
+	if d, ok := lw.(managedFieldsDropper[T]); ok && isStripManagedFields(cfg.Transform) {
+		r.lw = d.withoutManagedFields()
+	}
+	if _, ok := r.lw.(reusingLister[T]); ok {
 		r.reuseKey, _ = store.(ReuseKeyStore[T])
 	}
 	return r
 }
+
+// managedFieldsDropper is implemented by ListerWatchers that can decode objects
+// without their managedFields: FromREST's.
+type managedFieldsDropper[T Object] interface {
+	withoutManagedFields() ListerWatcher[T]
+}
+
+// isStripManagedFields reports whether f is StripManagedFields (of any type),
+// which drops what a managedFieldsDropper need not decode. A Transform that
+// merely calls it is not recognized, and gets every object decoded whole.
+//
+// It compares the function's name: inside generic code such as New, the value
+// StripManagedFields[T] is a closure of its own, not the function the caller
+// passed, so their pointers differ. The runtime names every instantiation of a
+// generic function after the function, with "[...]" for its type arguments.
+func isStripManagedFields[T Object](f func(T) (T, error)) bool {
+	if f == nil {
+		return false
+	}
+	fn := runtime.FuncForPC(reflect.ValueOf(f).Pointer())
+	return fn != nil && fn.Name() == stripManagedFieldsName
+}
+
+var stripManagedFieldsName = reflect.TypeFor[Shard]().PkgPath() + ".StripManagedFields[...]"
 
 // errRelistRequested ends a watch for Relist.
 var errRelistRequested = errors.New("reflector: relist requested")

@@ -337,3 +337,94 @@ func (f *frameReader) next() ([]byte, error) {
 	}
 	return f.buf, nil
 }
+
+// withoutManagedFields returns obj, an object's message, without the
+// managedFields (17) of its ObjectMeta, the message's first field (1), so
+// that they are not decoded: obj itself when it has none, else a copy built
+// in *buf, which it reuses (the decoders of the API types copy what they
+// keep). Malformed input is returned as it is, for the decoder to report. A
+// second ObjectMeta field later in the message, which the server never
+// sends, is copied as it is (the Transform then strips what it holds).
+func withoutManagedFields(obj []byte, buf *[]byte) []byte {
+	if len(obj) < 2 || obj[0] != 1<<3|2 {
+		return obj
+	}
+	l, n := binary.Uvarint(obj[1:])
+	if n <= 0 || l > uint64(len(obj)-1-n) {
+		return obj
+	}
+	start := 1 + n
+	meta := obj[start : start+int(l)]
+	kept, found := 0, false
+	for i := 0; i < len(meta); {
+		num, end := skipField(meta, i)
+		if end < 0 {
+			return obj
+		}
+		if num == 17 {
+			found = true
+		} else {
+			kept += end - i
+		}
+		i = end
+	}
+	if !found {
+		return obj
+	}
+	out := append((*buf)[:0], 1<<3|2)
+	out = binary.AppendUvarint(out, uint64(kept))
+	for i := 0; i < len(meta); {
+		num, end := skipField(meta, i) // read above
+		if num != 17 {
+			out = append(out, meta[i:end]...)
+		}
+		i = end
+	}
+	out = append(out, obj[start+len(meta):]...)
+	*buf = out
+	return out
+}
+
+// skipField reads the tag of the field at b[i:], which is not empty, and
+// returns its number and the index just past the field, or end -1 if the
+// field is malformed. Tags and lengths below 128, one byte, are read inline.
+func skipField(b []byte, i int) (num uint64, end int) {
+	tag := uint64(b[i])
+	if tag < 0x80 {
+		i++
+	} else {
+		t, n := binary.Uvarint(b[i:])
+		if n <= 0 {
+			return 0, -1
+		}
+		tag, i = t, i+n
+	}
+	switch tag & 7 {
+	case 0:
+		_, n := binary.Uvarint(b[i:])
+		if n <= 0 {
+			return 0, -1
+		}
+		return tag >> 3, i + n
+	case 1:
+		i += 8
+	case 2:
+		if i < len(b) && b[i] < 0x80 {
+			i += 1 + int(b[i])
+			break
+		}
+		l, n := binary.Uvarint(b[i:])
+		if n <= 0 || l > uint64(len(b)-i-n) {
+			return 0, -1
+		}
+		return tag >> 3, i + n + int(l)
+	case 5:
+		i += 4
+	default:
+		return 0, -1
+	}
+	if i > len(b) {
+		return 0, -1
+	}
+	return tag >> 3, i
+}

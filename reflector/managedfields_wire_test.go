@@ -1,0 +1,113 @@
+package reflector
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// randomPod returns a Pod with metadata of every kind, i managedFields entries and
+// a spec, so that its message has fields before and after the ObjectMeta.
+func randomPod(rng *rand.Rand, entries int) *corev1.Pod {
+	now := metav1.NewTime(time.Unix(1700000000+rng.Int64N(1000), 0))
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: fmt.Sprint("ns-", rng.IntN(10)), Name: fmt.Sprint("pod-", rng.Int()), UID: types.UID(fmt.Sprint("uid-", rng.Int())),
+			ResourceVersion: fmt.Sprint(rng.IntN(1e6)), Generation: rng.Int64N(10), CreationTimestamp: now,
+			Labels:          map[string]string{"app": fmt.Sprint("app-", rng.IntN(5))},
+			Annotations:     map[string]string{"note": string(bytes.Repeat([]byte{'x'}, rng.IntN(300)))},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs", UID: "rs-uid"}},
+			Finalizers:      []string{"example.com/f"},
+		},
+		Spec:   corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "c", Image: "img", Args: []string{"a", "b"}}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1"},
+	}
+	for j := range entries {
+		p.ManagedFields = append(p.ManagedFields, metav1.ManagedFieldsEntry{
+			Manager: fmt.Sprint("manager-", j), Operation: metav1.ManagedFieldsOperationApply, APIVersion: "v1", Time: &now,
+			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: bytes.Repeat([]byte(`{"f:spec":{}}`), 1+rng.IntN(20))},
+			Subresource: []string{"", "status"}[rng.IntN(2)],
+		})
+	}
+	return p
+}
+
+// TestWithoutManagedFields checks that a message read through withoutManagedFields
+// decodes to the object without its managedFields and with everything else, that
+// objects decoded one after the other from the same buffer keep their own values,
+// that a message without managedFields is handed back as it is, and that malformed
+// messages are handed back as they are.
+func TestWithoutManagedFields(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var buf []byte
+	var decoded, want []*corev1.Pod
+	for i := range 200 {
+		p := randomPod(rng, i%4)
+		raw, err := p.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := withoutManagedFields(raw, &buf)
+		if i%4 == 0 {
+			if &got[0] != &raw[0] || len(got) != len(raw) {
+				t.Fatalf("pod %d without managedFields: got a copy", i)
+			}
+		} else if len(got) >= len(raw) {
+			t.Fatalf("pod %d: %d bytes without managedFields, %d with", i, len(got), len(raw))
+		}
+		var d corev1.Pod
+		if err := d.Unmarshal(got); err != nil {
+			t.Fatalf("pod %d: %v", i, err)
+		}
+		p.ManagedFields = nil
+		decoded, want = append(decoded, &d), append(want, p)
+	}
+	for i := range want {
+		if !reflect.DeepEqual(decoded[i], want[i]) {
+			t.Fatalf("pod %d decoded as %+v, want %+v", i, decoded[i], want[i])
+		}
+	}
+	p := randomPod(rng, 2)
+	raw, _ := p.Marshal()
+	for _, bad := range [][]byte{raw[:len(raw)/2], append([]byte{0x0f}, raw...), {0x0a, 0x7f}, {0x0a, 0x03, 0x8a, 0x01, 0x05}} {
+		if got := withoutManagedFields(bad, &buf); !bytes.Equal(got, bad) {
+			t.Errorf("withoutManagedFields(% x) = % x, want its input", bad, got)
+		}
+	}
+}
+
+// FuzzWithoutManagedFields checks that withoutManagedFields never panics, and that
+// what it returns for a message that decodes is a message that decodes to the same
+// object, but for managedFields.
+func FuzzWithoutManagedFields(f *testing.F) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range 4 {
+		raw, _ := randomPod(rng, i).Marshal()
+		f.Add(raw)
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var buf []byte
+		got := withoutManagedFields(raw, &buf)
+		var whole corev1.Pod
+		if whole.Unmarshal(raw) != nil {
+			return
+		}
+		var stripped corev1.Pod
+		if err := stripped.Unmarshal(got); err != nil {
+			t.Fatalf("the message decodes, but not without its managedFields: %v", err)
+		}
+		// An ObjectMeta field after the first keeps its managedFields (the server
+		// sends one only); the Transform strips them.
+		whole.ManagedFields, stripped.ManagedFields = nil, nil
+		if !reflect.DeepEqual(&whole, &stripped) {
+			t.Fatalf("decoded without managedFields as %+v, want %+v", &stripped, &whole)
+		}
+	})
+}
