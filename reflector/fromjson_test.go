@@ -825,7 +825,7 @@ func FuzzReadJSONKey(f *testing.F) {
 	lw := FromJSON[*Foo](fakeREST{}, "foos", "ns").(*restLW[*Foo, Foo])
 	f.Fuzz(func(t *testing.T, b []byte) {
 		k, ok := readJSONKey(b)
-		o, err := lw.decodeJSON(b)
+		o, err := lw.decodeJSON(b, nil)
 		if err != nil {
 			return
 		}

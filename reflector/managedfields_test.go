@@ -3,6 +3,7 @@ package reflector_test
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -82,10 +83,11 @@ func badManagedFieldsConfigMap(t *testing.T, name, rv string) []byte {
 }
 
 // TestStripManagedFieldsSkipsTheirDecoding checks that a reflector over FromREST
-// whose Transform is StripManagedFields does not decode managedFields at all: an
-// object whose managedFields cannot be decoded is stored (without them), with the
-// other objects' managedFields gone too; with a Transform that strips them after
-// decoding, the same object is refused.
+// whose Transform is StripManagedFields does not decode managedFields at all, in
+// protobuf and in JSON answers, listed or watched: an object whose managedFields
+// cannot be decoded is stored (without them), with the other objects'
+// managedFields gone too; with a Transform that strips them after decoding, the
+// same object is refused.
 func TestStripManagedFieldsSkipsTheirDecoding(t *testing.T) {
 	now := metav1.NewTime(time.Unix(1700000000, 0))
 	good := &corev1.ConfigMap{
@@ -116,8 +118,23 @@ func TestStripManagedFieldsSkipsTheirDecoding(t *testing.T) {
 		t.Fatal(err)
 	}
 	events := append(binary.BigEndian.AppendUint32(nil, uint32(len(ev))), ev...)
+	// The same in JSON: managedFields of the wrong type.
+	goodJSON, err := json.Marshal(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	badJSON := func(name, rv string) string {
+		return `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"namespace":"ns","name":"` + name + `","resourceVersion":"` + rv + `","managedFields":7},"data":{"k":"v"}}`
+	}
+	jsonList := []byte(`{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"5"},"items":[` + string(goodJSON) + `,` + badJSON("b", "5") + `]}`)
+	jsonEvents := []byte(`{"type":"ADDED","object":` + badJSON("c", "6") + "}\n")
+	t.Run("protobuf", func(t *testing.T) { testStripManagedFields(t, runtime.ContentTypeProtobuf, list, events) })
+	t.Run("JSON", func(t *testing.T) { testStripManagedFields(t, runtime.ContentTypeJSON, jsonList, jsonEvents) })
+}
+
+func testStripManagedFields(t *testing.T, mediaType string, list, events []byte) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", runtime.ContentTypeProtobuf)
+		w.Header().Set("Content-Type", mediaType)
 		if r.URL.Query().Get("watch") != "true" {
 			w.Write(list)
 			return

@@ -2,6 +2,7 @@ package reflector
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -11,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 )
 
 // randomPod returns a Pod with metadata of every kind, i managedFields entries and
@@ -32,7 +34,7 @@ func randomPod(rng *rand.Rand, entries int) *corev1.Pod {
 	for j := range entries {
 		p.ManagedFields = append(p.ManagedFields, metav1.ManagedFieldsEntry{
 			Manager: fmt.Sprint("manager-", j), Operation: metav1.ManagedFieldsOperationApply, APIVersion: "v1", Time: &now,
-			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: bytes.Repeat([]byte(`{"f:spec":{}}`), 1+rng.IntN(20))},
+			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: fmt.Appendf(nil, `{"f:spec":{"f:containers":{}},"f:n%d":{}}`, rng.IntN(1000))},
 			Subresource: []string{"", "status"}[rng.IntN(2)],
 		})
 	}
@@ -105,6 +107,97 @@ func FuzzWithoutManagedFields(f *testing.F) {
 		}
 		// An ObjectMeta field after the first keeps its managedFields (the server
 		// sends one only); the Transform strips them.
+		whole.ManagedFields, stripped.ManagedFields = nil, nil
+		if !reflect.DeepEqual(&whole, &stripped) {
+			t.Fatalf("decoded without managedFields as %+v, want %+v", &stripped, &whole)
+		}
+	})
+}
+
+// TestJSONWithoutManagedFields checks that JSON read through
+// jsonWithoutManagedFields decodes to the object without its managedFields and
+// with everything else, compact or indented, with the member first, last, in the
+// middle or alone; that "managedFields" elsewhere (an annotation, a label, the
+// metadata of a Pod template) is kept; and that JSON without them, or not well
+// formed, is handed back as it is.
+func TestJSONWithoutManagedFields(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	var buf []byte
+	check := func(name string, raw []byte, want *corev1.Pod, cut bool) {
+		t.Helper()
+		got := jsonWithoutManagedFields(raw, &buf)
+		if copied := &got[0] != &raw[0]; copied != cut {
+			t.Errorf("%s: copied %v, want %v", name, copied, cut)
+		}
+		var d corev1.Pod
+		if err := utiljson.Unmarshal(got, &d); err != nil {
+			t.Fatalf("%s: %v in %s", name, err, got)
+		}
+		w := want.DeepCopy()
+		w.ManagedFields = nil
+		if !reflect.DeepEqual(&d, w) {
+			t.Fatalf("%s: decoded as %+v, want %+v (from %s)", name, &d, w, got)
+		}
+	}
+	for i := range 100 {
+		p := randomPod(rng, i%4)
+		p.Annotations["managedFields"] = `{"managedFields": [1, "}"]}`
+		p.Labels["x"] = "managedFields"
+		compact, err := json.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(fmt.Sprint("compact pod ", i), compact, p, i%4 != 0)
+		indented, _ := json.MarshalIndent(p, "", "  ")
+		check(fmt.Sprint("indented pod ", i), indented, p, i%4 != 0)
+	}
+	for _, tc := range []struct {
+		name, json string
+		cut        bool
+	}{
+		{"first", `{"metadata":{"managedFields":[{"manager":"m"}],"name":"a"},"spec":{}}`, true},
+		{"middle", `{"kind":"Pod", "metadata" : { "name" : "a" , "managedFields" : [ {"manager":"m\"}"} ] , "namespace":"n" } }`, true},
+		{"last", `{"metadata":{"name":"a","managedFields":null}}`, true},
+		{"alone", "{\n\"metadata\": {\n  \"managedFields\": []\n}\n}", true},
+		{"template", `{"metadata":{"name":"a"},"spec":{"containers":[{"name":"c","env":[{"name":"metadata","value":"{\"managedFields\":1}"}]}]}}`, false},
+	} {
+		var want corev1.Pod
+		if err := utiljson.Unmarshal([]byte(tc.json), &want); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		check(tc.name, []byte(tc.json), &want, tc.cut)
+	}
+	for _, bad := range []string{
+		``, `[]`, `{"metadata":{"managedFields":[}]}}`, `{"metadata":{"managedFields":[1,2}`, `{"metadata":{"managedFields" [1]}}`,
+		`{"metadata":{"name":"a" "managedFields":[]}}`, `{"metadata":{"managedFields":"unterminated}}`, `{"metadata":{"managedFields":}}`,
+	} {
+		if got := jsonWithoutManagedFields([]byte(bad), &buf); string(got) != bad {
+			t.Errorf("jsonWithoutManagedFields(%s) = %s, want its input", bad, got)
+		}
+	}
+}
+
+// FuzzJSONWithoutManagedFields checks that jsonWithoutManagedFields never panics,
+// and that what it returns for JSON that decodes is JSON that decodes to the same
+// object, but for managedFields.
+func FuzzJSONWithoutManagedFields(f *testing.F) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for i := range 4 {
+		raw, _ := json.Marshal(randomPod(rng, i))
+		f.Add(raw)
+	}
+	f.Add([]byte(`{"metadata":{"name":"a","managedFields":[{"manager":"m"}]}}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var buf []byte
+		got := jsonWithoutManagedFields(raw, &buf)
+		var whole corev1.Pod
+		if utiljson.Unmarshal(raw, &whole) != nil {
+			return
+		}
+		var stripped corev1.Pod
+		if err := utiljson.Unmarshal(got, &stripped); err != nil {
+			t.Fatalf("the JSON decodes, but not without its managedFields: %v (%s)", err, got)
+		}
 		whole.ManagedFields, stripped.ManagedFields = nil, nil
 		if !reflect.DeepEqual(&whole, &stripped) {
 			t.Fatalf("decoded without managedFields as %+v, want %+v", &stripped, &whole)

@@ -9,10 +9,11 @@ package reflector
 // It changes obj in place and never fails.
 //
 // Given as the Transform itself (not called from a function of one's own),
-// it also tells a reflector over FromREST not to decode managedFields at all:
-// they are skipped on the wire, which takes about a third off the decoding of
-// a small object and half its allocations (a ConfigMap with one managedFields
-// entry: 450 → 315 ns, 16 → 8 allocations).
+// it also tells a reflector over FromREST or FromJSON not to decode
+// managedFields at all: they are cut out of the answer's bytes, protobuf or
+// JSON, before the object is decoded. For a ConfigMap with one managedFields
+// entry that takes protobuf decoding from 450 to 315 ns and 16 to 8
+// allocations, JSON from 4.4 to 2.9 µs and 35 to 21 allocations.
 func StripManagedFields[T Object](obj T) (T, error) {
 	obj.SetManagedFields(nil)
 	return obj, nil
