@@ -204,3 +204,91 @@ func FuzzJSONWithoutManagedFields(f *testing.F) {
 		}
 	})
 }
+
+// TestJSONListParts checks that jsonListParts finds the kind, metadata and items
+// of lists as encoding/json writes them, compact and indented, that they decode
+// as the whole list does, and that it declines lists it cannot read exactly
+// (repeated or escaped members, trailing bytes, malformed JSON).
+func TestJSONListParts(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, n := range []int{0, 1, 2, 17} {
+		l := &corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"},
+			ListMeta: metav1.ListMeta{ResourceVersion: fmt.Sprint(n), Continue: "c{]\"", RemainingItemCount: ptrTo(int64(n))}}
+		for i := range n {
+			l.Items = append(l.Items, *randomPod(rng, i%3))
+		}
+		compact, _ := json.Marshal(l)
+		indented, _ := json.MarshalIndent(l, " ", "\t")
+		for _, body := range [][]byte{compact, indented} {
+			var whole corev1.PodList
+			if err := utiljson.Unmarshal(body, &whole); err != nil {
+				t.Fatal(err)
+			}
+			kind, meta, items, ok := jsonListParts(body)
+			if !ok || string(kind) != "PodList" || len(items) != n {
+				t.Fatalf("%d items: jsonListParts = %q, %d items, %v", n, kind, len(items), ok)
+			}
+			var lm metav1.ListMeta
+			if err := utiljson.Unmarshal(meta, &lm); err != nil || !reflect.DeepEqual(lm, l.ListMeta) {
+				t.Fatalf("%d items: metadata %+v (%v), want %+v", n, lm, err, l.ListMeta)
+			}
+			for i, raw := range items {
+				var p corev1.Pod
+				if err := utiljson.Unmarshal(raw, &p); err != nil || !reflect.DeepEqual(&p, &whole.Items[i]) {
+					t.Fatalf("%d items: item %d decodes as %+v (%v)", n, i, &p, err)
+				}
+			}
+		}
+	}
+	if kind, _, items, ok := jsonListParts([]byte(` {"kind":"PodList","items":null} `)); !ok || string(kind) != "PodList" || items != nil {
+		t.Errorf("a list of null items: %q, %v, %v", kind, items, ok)
+	}
+	for _, bad := range []string{
+		``, `[]`, `{"kind":"PodList","kind":"PodList"}`, `{"items":[],"items":[]}`, `{"metadata":{},"metadata":{}}`,
+		`{"\u006bind":"PodList"}`, `{"kind":"Pod\u004cist"}`, `{"kind":"PodList"} x`, `{"kind":"PodList",}`,
+		`{"items":[{"a":1},]}`, `{"items":[{"a":1}`, `{"items":{}}`, `{"kind":PodList}`, `{"items":[{]}`, `{"kind":"PodList"`,
+	} {
+		if _, _, _, ok := jsonListParts([]byte(bad)); ok {
+			t.Errorf("jsonListParts(%s) read it, want it declined", bad)
+		}
+	}
+}
+
+// FuzzJSONListParts checks that jsonListParts never panics, and that when it and
+// the decoding of the whole list both read a body, they agree on the kind, the
+// metadata and every item.
+func FuzzJSONListParts(f *testing.F) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for n := range 3 {
+		l := &corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList"}}
+		for range n {
+			l.Items = append(l.Items, *randomPod(rng, 1))
+		}
+		b, _ := json.Marshal(l)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		kind, meta, items, ok := jsonListParts(body)
+		var whole struct {
+			Kind     string            `json:"kind"`
+			Metadata metav1.ListMeta   `json:"metadata"`
+			Items    []json.RawMessage `json:"items"`
+		}
+		if !ok || utiljson.Unmarshal(body, &whole) != nil {
+			return
+		}
+		var lm metav1.ListMeta
+		if meta != nil && utiljson.Unmarshal(meta, &lm) != nil {
+			t.Fatalf("the list decodes, its metadata alone does not: %s", meta)
+		}
+		if string(kind) != whole.Kind || !reflect.DeepEqual(lm, whole.Metadata) || len(items) != len(whole.Items) {
+			t.Fatalf("parts %q %+v %d items, whole %q %+v %d items", kind, lm, len(items), whole.Kind, whole.Metadata, len(whole.Items))
+		}
+		for i := range items {
+			var a, b any
+			if utiljson.Unmarshal(items[i], &a) != nil || utiljson.Unmarshal(whole.Items[i], &b) != nil || !reflect.DeepEqual(a, b) {
+				t.Fatalf("item %d: %s, whole %s", i, items[i], whole.Items[i])
+			}
+		}
+	})
+}

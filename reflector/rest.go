@@ -467,26 +467,40 @@ func (l *restLW[T, E]) decode(raw []byte, buf *[]byte) (T, error) {
 // jsonList decodes a JSON list, each item into its own allocation, except
 // those lookup knows (see protoList).
 func (l *restLW[T, E]) jsonList(body []byte, lookup lookupFunc[T]) ([]T, []bool, []*RefusedError, metav1.ListMeta, error) {
-	var list struct {
-		Kind     string            `json:"kind"`
-		Metadata metav1.ListMeta   `json:"metadata"`
-		Items    []json.RawMessage `json:"items"`
+	kind, meta, raws, ok := jsonListParts(body)
+	var lm metav1.ListMeta
+	if ok && meta != nil {
+		if err := utiljson.Unmarshal(meta, &lm); err != nil {
+			return nil, nil, nil, metav1.ListMeta{}, fmt.Errorf("reflector: list of %s: %w", l.resource, err)
+		}
 	}
-	if err := utiljson.Unmarshal(body, &list); err != nil {
-		return nil, nil, nil, metav1.ListMeta{}, fmt.Errorf("reflector: list of %s: %w", l.resource, err)
+	if !ok {
+		var list struct {
+			Kind     string            `json:"kind"`
+			Metadata metav1.ListMeta   `json:"metadata"`
+			Items    []json.RawMessage `json:"items"`
+		}
+		if err := utiljson.Unmarshal(body, &list); err != nil {
+			return nil, nil, nil, metav1.ListMeta{}, fmt.Errorf("reflector: list of %s: %w", l.resource, err)
+		}
+		kind, lm = []byte(list.Kind), list.Metadata
+		raws = make([][]byte, len(list.Items))
+		for i, raw := range raws {
+			raws[i] = raw
+		}
 	}
-	if list.Kind != l.kind+"List" {
-		return nil, nil, nil, metav1.ListMeta{}, fmt.Errorf("reflector: list of %s: %w", l.resource, l.wrongKind("the server sent", []byte(list.Kind), l.kind+"List"))
+	if string(kind) != l.kind+"List" {
+		return nil, nil, nil, metav1.ListMeta{}, fmt.Errorf("reflector: list of %s: %w", l.resource, l.wrongKind("the server sent", kind, l.kind+"List"))
 	}
-	items := make([]T, 0, len(list.Items))
+	items := make([]T, 0, len(raws))
 	var fromStore []bool
 	if lookup != nil {
-		fromStore = make([]bool, 0, len(list.Items))
+		fromStore = make([]bool, 0, len(raws))
 	}
 	var refused []*RefusedError
 	keys := keyReader[T]{lookup: lookup}
 	var buf []byte
-	for i, raw := range list.Items {
+	for i, raw := range raws {
 		if obj, ok := keys.findJSON(raw, l.kind); ok {
 			items, fromStore = append(items, obj), append(fromStore, true)
 			continue
@@ -505,7 +519,7 @@ func (l *restLW[T, E]) jsonList(body []byte, lookup lookupFunc[T]) ([]T, []bool,
 			fromStore = append(fromStore, false)
 		}
 	}
-	return items, fromStore, refused, list.Metadata, nil
+	return items, fromStore, refused, lm, nil
 }
 
 // decodeJSON decodes one object's JSON, checking its kind if it names one.
