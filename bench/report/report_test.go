@@ -366,7 +366,7 @@ func TestSuite(t *testing.T) {
 			case short:
 			case p.name == "latency":
 				want = latencyRounds
-			case p.name == "server" || p.name == "shard" || p.name == "resync":
+			case p.name == "server" || p.name == "shard" || p.name == "resync" || p.name == "shapes":
 				want = 5
 			default:
 				want = microRounds
@@ -379,7 +379,7 @@ func TestSuite(t *testing.T) {
 				t.Errorf("short=%v: phase %s inProcess=%v", short, p.name, p.inProcess)
 			}
 		}
-		for _, n := range []string{"workqueue", "indexer", "deltafifo", "informer", "reconcile", "resync", "controllerruntime", "server", "shard", "latency"} {
+		for _, n := range []string{"workqueue", "indexer", "deltafifo", "informer", "wire", "shapes", "reconcile", "resync", "controllerruntime", "server", "shard", "latency"} {
 			if !names[n] {
 				t.Errorf("short=%v: no phase %s", short, n)
 			}

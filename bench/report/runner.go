@@ -61,14 +61,14 @@ type profileRun struct {
 // inputs).
 func suite(short bool) ([]phase, []profileRun) {
 	rounds := 5
-	fast, addAfter, heavy, reconcile, once := "300ms", "1000000x", "3x", "3x", "10x"
+	fast, addAfter, heavy, reconcile, once, wire := "300ms", "1000000x", "3x", "3x", "10x", "2x"
 	// passes of the root module's BenchmarkReconcileThroughput (about 30 ms each for
 	// ctrlkit, 60 ms for client-go): enough that the first passes of a process, on a
 	// heap still growing, do not decide the row.
 	passes := "10x"
 	if short {
 		rounds = 1
-		fast, addAfter, heavy, reconcile, once, passes = "100ms", "100000x", "1x", "1x", "2x", "1x"
+		fast, addAfter, heavy, reconcile, once, passes, wire = "100ms", "100000x", "1x", "1x", "2x", "1x", "1x"
 	}
 	one := func(bench, benchtime string) invocation { return invocation{bench, benchtime} }
 	phases := []phase{
@@ -102,6 +102,14 @@ func suite(short bool) ([]phase, []profileRun) {
 		{name: "informer", bin: binRoot, runs: []invocation{
 			one("^BenchmarkInformerEvents$", fast),
 			one("^BenchmarkInformerInitialList$", fast),
+		}},
+		// The list-watch path behind an httptest server, and informer shapes of
+		// their own (bookmarks, relists, a slow handler, a late handler, resync).
+		{name: "wire", bin: binRoot, runs: []invocation{
+			one("^BenchmarkWire(Sync|Watch)$", wire),
+		}},
+		{name: "shapes", bin: binRoot, runs: []invocation{
+			one("^BenchmarkShape", "1x"),
 		}},
 		{name: "reconcile", bin: binRoot, runs: []invocation{
 			one("^BenchmarkReconcileThroughput$", passes),
@@ -162,13 +170,14 @@ const microRounds = 10
 
 // fullRounds is the rounds of phase p in a full run: microRounds for the phases in
 // memory, 5 for those against a control plane (started and filled once per
-// process, which a round of the in-memory phases is not) and for resync, whose
-// one sample a round takes the length of its run.
+// process, which a round of the in-memory phases is not) and for resync and the
+// informer shapes, whose one sample a round takes seconds (resync, relists after
+// client-go's backoff).
 func fullRounds(p phase) int {
 	switch {
 	case p.name == "latency":
 		return latencyRounds
-	case p.inProcess || p.series:
+	case p.inProcess || p.series, p.name == "shapes":
 		return 5
 	}
 	return microRounds
