@@ -303,38 +303,10 @@ func BenchmarkShapeBookmarks(b *testing.B) {
 // from the 410 to the last deletion handled; cpu-ms is the process's CPU
 // time meanwhile (client-go waits for its backoff before the relist).
 func BenchmarkShapeRelistShrink(b *testing.B) {
-	gone := watch.Event{Type: watch.Error, Object: &apierrors.NewResourceExpired("too old").ErrStatus}
 	for _, n := range []int{10000, 100000} {
 		first := newShList(n+1, shObjs(n, 1))
 		second := newShList(n+2, append([]*corev1.ConfigMap(nil), first.objs[:n/100]...))
-		for _, impl := range shImpls {
-			b.Run(fmt.Sprintf("objects=%d/impl=%s", n, impl.name), func(b *testing.B) {
-				b.ReportAllocs()
-				var cpu time.Duration
-				for b.Loop() {
-					b.StopTimer()
-					s := &shSource{lists: []shList{first, second}, watches: [][]watch.Event{{gone}}, start: make(chan struct{})}
-					inf := impl.start(b, s, shConfig{bufferLimit: 1 << 40})
-					initial, dels := newShCount(n), newShCount(n-n/100)
-					inf.addHandler(shHandler{
-						add:    func(*corev1.ConfigMap, bool) { initial.call() },
-						update: func(_, _ *corev1.ConfigMap) {},
-						del:    func(*corev1.ConfigMap) { dels.call() },
-					}, 0)
-					initial.wait(b, "list")
-					runtime.GC()
-					c0 := cpuNow()
-					b.StartTimer()
-					close(s.start)
-					dels.wait(b, "deletions")
-					b.StopTimer()
-					cpu += cpuNow() - c0
-					inf.stop()
-					b.StartTimer()
-				}
-				b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/op")
-			})
-		}
+		shRelist(b, n, []shList{first, second}, nil, n-n/100, true)
 	}
 }
 
@@ -343,38 +315,51 @@ func BenchmarkShapeRelistShrink(b *testing.B) {
 // from the 410 to a change sent by the next watch being handled; cpu-ms as
 // above.
 func BenchmarkShapeRelistUnchanged(b *testing.B) {
-	gone := watch.Event{Type: watch.Error, Object: &apierrors.NewResourceExpired("too old").ErrStatus}
 	for _, n := range []int{10000, 100000} {
 		first := newShList(n+1, shObjs(n, 1))
 		after := watch.Event{Type: watch.Modified, Object: infConfigMap(0, n+5)}
-		for _, impl := range shImpls {
-			b.Run(fmt.Sprintf("objects=%d/impl=%s", n, impl.name), func(b *testing.B) {
-				b.ReportAllocs()
-				var cpu time.Duration
-				for b.Loop() {
-					b.StopTimer()
-					s := &shSource{lists: []shList{first}, watches: [][]watch.Event{{gone}, {after}}, start: make(chan struct{})}
-					inf := impl.start(b, s, shConfig{bufferLimit: 1 << 40})
-					initial, upd := newShCount(n), newShCount(1)
-					inf.addHandler(shHandler{
-						add:    func(*corev1.ConfigMap, bool) { initial.call() },
-						update: func(_, _ *corev1.ConfigMap) { upd.call() },
-						del:    func(*corev1.ConfigMap) {},
-					}, 0)
-					initial.wait(b, "list")
-					runtime.GC()
-					c0 := cpuNow()
-					b.StartTimer()
-					close(s.start)
-					upd.wait(b, "update")
-					b.StopTimer()
-					cpu += cpuNow() - c0
-					inf.stop()
-					b.StartTimer()
+		shRelist(b, n, []shList{first}, []watch.Event{after}, 1, false)
+	}
+}
+
+// shRelist runs a relist benchmark over n listed objects for both libraries: the
+// first watch says 410 Gone, the second sends then; an op ends once the handler
+// has seen want deletions (deletes) or updates.
+func shRelist(b *testing.B, n int, lists []shList, then []watch.Event, want int, deletes bool) {
+	gone := watch.Event{Type: watch.Error, Object: &apierrors.NewResourceExpired("too old").ErrStatus}
+	for _, impl := range shImpls {
+		b.Run(fmt.Sprintf("objects=%d/impl=%s", n, impl.name), func(b *testing.B) {
+			b.ReportAllocs()
+			var cpu time.Duration
+			for b.Loop() {
+				b.StopTimer()
+				s := &shSource{lists: lists, watches: [][]watch.Event{{gone}, then}, start: make(chan struct{})}
+				inf := impl.start(b, s, shConfig{bufferLimit: 1 << 40})
+				initial, changes := newShCount(n), newShCount(want)
+				h := shHandler{
+					add:    func(*corev1.ConfigMap, bool) { initial.call() },
+					update: func(_, _ *corev1.ConfigMap) {},
+					del:    func(*corev1.ConfigMap) {},
 				}
-				b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/op")
-			})
-		}
+				if deletes {
+					h.del = func(*corev1.ConfigMap) { changes.call() }
+				} else {
+					h.update = func(_, _ *corev1.ConfigMap) { changes.call() }
+				}
+				inf.addHandler(h, 0)
+				initial.wait(b, "list")
+				runtime.GC()
+				c0 := cpuNow()
+				b.StartTimer()
+				close(s.start)
+				changes.wait(b, "changes")
+				b.StopTimer()
+				cpu += cpuNow() - c0
+				inf.stop()
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/op")
+		})
 	}
 }
 
