@@ -361,6 +361,41 @@ func TestSyncTimeoutNamesSource(t *testing.T) {
 	})
 }
 
+// TestQuickSyncStartsAtOnce: a source that syncs a moment after Start (a
+// handler replaying a small cache) is reconciled that moment, not at the next
+// tick of a coarse poll; and one that takes long is still waited for.
+func TestQuickSyncStartsAtOnce(t *testing.T) {
+	for _, syncAfter := range []time.Duration{200 * time.Microsecond, time.Millisecond, 3 * time.Second} {
+		synctest.Test(t, func(t *testing.T) {
+			src := newKeySource("a")
+			src.synced.Store(false)
+			rec := newRecorder(nil)
+			c := New[string](rec, Config[string]{})
+			c.Watch(src)
+			stop := run(t, c)
+			<-src.started
+			time.AfterFunc(syncAfter, func() { src.synced.Store(true) })
+			time.Sleep(syncAfter)
+			synctest.Wait()
+			// Polled at twice the time it has waited at most: a fixed 10 ms
+			// period gave 10 ms after a 200 µs sync.
+			limit := 2 * syncAfter
+			if limit > syncAfter+syncPollMax {
+				limit = syncAfter + syncPollMax
+			}
+			time.Sleep(limit - syncAfter)
+			synctest.Wait()
+			calls := rec.snapshot()
+			if len(calls) != 1 {
+				t.Errorf("synced after %v: %d reconciles %v later, want 1", syncAfter, len(calls), limit)
+			}
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
 func TestRunOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := New[string](newRecorder(nil), Config[string]{})
