@@ -56,7 +56,7 @@ type profileRun struct {
 
 // suite returns the phases of a full or a short run. The -benchtime of each
 // benchmark is chosen so that the full suite, before the shard and latency phases,
-// fits in about 28 minutes on a 2-core machine (10 rounds of the in-memory phases,
+// fits in about 36 minutes on a 2-core machine (10 rounds of the in-memory phases,
 // 5 of the others; see fullRounds) and the short one in 2 minutes (1 round, -short
 // inputs).
 func suite(short bool) ([]phase, []profileRun) {
