@@ -461,8 +461,11 @@ func (m *Manager) waitForSync(ctx context.Context) error {
 		defer t.Stop()
 		deadline = t.C
 	}
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
+	// Polled first after syncPollMin, the period doubling up to syncPollMax: an
+	// informer of a small or nearby collection syncs in well under a
+	// millisecond, and a fixed 10 ms period held every controller back that long.
+	period := syncPollMin
+	var poll *time.Timer
 	for {
 		var waiting *informerEntry
 		m.mu.Lock()
@@ -476,12 +479,25 @@ func (m *Manager) waitForSync(ctx context.Context) error {
 		if waiting == nil {
 			return nil
 		}
+		if poll == nil {
+			poll = time.NewTimer(period)
+			defer poll.Stop()
+		} else {
+			poll.Reset(period)
+		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("manager: informer %q did not sync: %w", waiting.inf.Name(), errors.Join(context.Cause(ctx), waiting.inf.Health().LastError))
 		case <-deadline:
 			return fmt.Errorf("manager: informer %q did not sync within %v: %w", waiting.inf.Name(), m.cfg.SyncTimeout, errors.Join(context.DeadlineExceeded, waiting.inf.Health().LastError))
-		case <-tick.C:
+		case <-poll.C:
 		}
+		period = min(2*period, syncPollMax)
 	}
 }
+
+// The period of waitForSync's polls: see there.
+const (
+	syncPollMin = 50 * time.Microsecond
+	syncPollMax = 10 * time.Millisecond
+)

@@ -11,11 +11,15 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/ctrlkit/ctrlkit/reconcile"
+	"github.com/ctrlkit/ctrlkit/reflector"
 )
 
 // newTestManager makes a manager whose server is never contacted: the tests
@@ -40,11 +44,15 @@ type runnable struct {
 	err     error
 	quit    bool
 	onStop  func()
+	onStart func()
 }
 
 func (r *runnable) Name() string { return r.name }
 
 func (r *runnable) Run(ctx context.Context) error {
+	if r.onStart != nil {
+		r.onStart()
+	}
 	r.started.Add(1)
 	if !r.quit {
 		<-ctx.Done()
@@ -318,4 +326,57 @@ func TestRunnablePanic(t *testing.T) {
 			t.Error("the other controller was still running when Run returned")
 		}
 	})
+}
+
+// TestControllersStartSoonAfterSync: Run starts its controllers within twice the
+// time its informers took to sync (at most 10 ms more), not at the next tick of
+// a coarse poll; an informer that takes long is still waited for.
+func TestControllersStartSoonAfterSync(t *testing.T) {
+	for _, syncAfter := range []time.Duration{200 * time.Microsecond, 2 * time.Millisecond, 3 * time.Second} {
+		synctest.Test(t, func(t *testing.T) {
+			m := newTestManager(t, Config{})
+			srv := newServer(t, 3)
+			// The first request, a streaming list or a LIST, takes syncAfter.
+			var slept atomic.Bool
+			sleep := func() {
+				if !slept.Swap(true) {
+					time.Sleep(syncAfter)
+				}
+			}
+			slow := reflector.Funcs[cm]{
+				ListFunc: func(ctx context.Context, opts metav1.ListOptions) ([]cm, metav1.ListMeta, error) {
+					sleep()
+					return srv.List(ctx, opts)
+				},
+				WatchFunc: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+					sleep()
+					return srv.Watch(ctx, opts)
+				},
+			}
+			mapping := &meta.RESTMapping{Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Scope: meta.RESTScopeNamespace}
+			if _, err := shared(m, mapping, Options[cm]{}, func() (reflector.ListerWatcher[cm], error) { return slow, nil }); err != nil {
+				t.Fatal(err)
+			}
+			var startedAt atomic.Int64
+			r := &runnable{name: "r", onStart: func() { startedAt.Store(time.Now().UnixNano()) }}
+			if err := m.Add(r); err != nil {
+				t.Fatal(err)
+			}
+			t0 := time.Now()
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			go func() { done <- m.Run(ctx) }()
+			time.Sleep(min(2*syncAfter, syncAfter+syncPollMax) + time.Microsecond)
+			synctest.Wait()
+			if r.started.Load() != 1 {
+				t.Errorf("informer synced after %v: the controller had not started %v after Run", syncAfter, time.Since(t0))
+			} else if at := time.Duration(startedAt.Load() - t0.UnixNano()); at < syncAfter {
+				t.Errorf("the controller started %v after Run, before the informer synced (%v)", at, syncAfter)
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
 }
