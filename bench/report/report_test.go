@@ -144,6 +144,10 @@ func TestSummarize(t *testing.T) {
 	if got := formatSummary("sec/op", one); got != "7.00 ns/op ±∞" {
 		t.Errorf("formatSummary = %q", got)
 	}
+	// A time per unit with a prefix, as benchfmt tidies "start-ns/key".
+	if got := formatSummary("start-sec/key", summarize([]float64{2.5e-6})); got != "2.50 start-µs/key ±∞" {
+		t.Errorf("formatSummary of start-sec/key = %q", got)
+	}
 }
 
 func TestEvaluate(t *testing.T) {

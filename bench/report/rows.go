@@ -9,7 +9,44 @@ import "fmt"
 // rows of the informer's scale curve are added from the raw outputs (scale.go).
 
 // rows lists the table's lines in display order.
-var rows = append(baseRows, latencyRows(100, 1000, 5000)...)
+var rows = append(append(baseRows, mapperRows()...), latencyRows(100, 1000, 5000)...)
+
+// mapperRows are the rows of BenchmarkMapperSources (bench/controllerruntime):
+// controllers on an in-memory informer, each with a Mapper, against controller-runtime's
+// source.Informer with EnqueueRequestsFromMapFunc; start (the cache replayed until
+// every key reconciled once) and live (updates through the watch) per shape.
+func mapperRows() []row {
+	atMost := target{kind: ratioMax, value: 1, text: "≤ controller-runtime (ratio ≤ 1)"}
+	var rs []row
+	add := func(c, shape string, live bool) {
+		rs = append(rs, row{area: "reconcile", title: "mappers on a synced in-memory informer (vs controller-runtime's source.Informer + EnqueueRequestsFromMapFunc), " + shape + ": start until every key reconciled once (per key)", c: caseKey("CRMapperSources/" + c), base: "controller-runtime", unit: "start-sec/key", target: atMost})
+		if live {
+			rs = append(rs, row{area: "reconcile", title: "mappers, " + shape + ": updates through the watch until the last one reconciled (per event)", c: caseKey("CRMapperSources/" + c), base: "controller-runtime", unit: "live-sec/event", target: atMost})
+		}
+	}
+	for _, n := range []int{100, 1_000, 10_000, 100_000} {
+		for _, k := range []int{1, 10} {
+			shape := fmt.Sprintf("each object its own key, %s objects, %d controller", thousands(n), k)
+			if k > 1 {
+				shape = fmt.Sprintf("each object its own key, %s objects, %d controllers sharing the informer", thousands(n), k)
+			}
+			add(fmt.Sprintf("byobject/n=%d/controllers=%d", n, k), shape, true)
+		}
+	}
+	for _, n := range []int{10_000, 100_000} {
+		add(fmt.Sprintf("many-to-one/n=%d/controllers=1", n), fmt.Sprintf("many to one (100 objects per owner key), %s objects", thousands(n)), true)
+		add(fmt.Sprintf("fan-out/n=%d/controllers=1", n), fmt.Sprintf("fan-out (100 keys per object), %s objects", thousands(n)), true)
+	}
+	return rs
+}
+
+// thousands writes n as 100, 1k, 10k, 100k.
+func thousands(n int) string {
+	if n >= 1000 && n%1000 == 0 {
+		return fmt.Sprintf("%dk", n/1000)
+	}
+	return fmt.Sprint(n)
+}
 
 // latencyRows are the end-to-end rows of issue 19 for each target write rate:
 // ctrlkit's manager against controller-runtime's on the real server

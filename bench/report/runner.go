@@ -120,6 +120,7 @@ func suite(short bool) ([]phase, []profileRun) {
 		{name: "controllerruntime", bin: binCR, prefix: "CR", runs: []invocation{
 			one("^BenchmarkReconcileThroughput$", reconcile),
 			one("^BenchmarkReconcileOutcomes$", "1x"),
+			one("^BenchmarkMapperSources$", "1x"),
 			one("^BenchmarkPriorityQueue(AddGetDone|AddOnly|AddLockContended|DistinctPriorities)$", fast),
 			one("^BenchmarkPriorityQueueManyWorkers$", "1x"),
 		}},

@@ -335,6 +335,11 @@ func unitScale(unit string, v float64) (factor float64, shown string) {
 		}
 		return 1e9, rest + "-ns"
 	}
+	if pre, rest, ok := strings.Cut(unit, "-sec/"); ok {
+		// benchfmt turned "start-ns/key" into "start-sec/key", scaled by 1e-9.
+		f, shown := unitScale("sec/"+rest, v)
+		return f, pre + "-" + shown
+	}
 	if rest, ok := strings.CutSuffix(unit, "-B"); ok {
 		// benchfmt turned "peak-MB" into "peak-B", scaled by 1e6; show it as written.
 		return 1e-6, rest + "-MB"
