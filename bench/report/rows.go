@@ -242,6 +242,12 @@ var baseRows = []row{
 	{area: "indexer", title: "namespace lister List with a label selector (10 of the namespace's 1k)", c: "IndexerReads/namespace-selector", unit: "sec/op", target: target{kind: ratioMax, value: 1, text: "≤ client-go (ratio ≤ 1)"}},
 	{area: "indexer", title: "Lister List with a label selector over 100k (1k match)", c: "IndexerReads/selector", unit: "sec/op", target: target{kind: ratioMax, value: 1, text: "≤ client-go (ratio ≤ 1)"}},
 	{area: "indexer", title: "memory per cached object (store only)", c: "IndexerMemory", unit: "B/object", target: target{kind: ratioMax, value: 1, text: "≤ client-go (ratio ≤ 1)"}},
+	{area: "indexer", title: "other shapes: AddIndexes of an index (one value shared by all) to a store already holding 100k objects (client-go: AddIndexers)", c: "IndexerAddIndexes", unit: "sec/op", target: target{kind: ratioMax, value: 1, text: "≤ client-go (ratio ≤ 1)"}},
+	{area: "indexer", title: "other shapes: all 100k objects in one namespace: the namespace lister's List of all", c: "IndexerOneNamespace/list", unit: "sec/op", target: target{kind: ratioMax, value: 1, text: "≤ client-go (ratio ≤ 1)"}},
+	{area: "indexer", title: "other shapes: all 100k in one namespace: the namespace lister's List with a label selector (1k match)", c: "IndexerOneNamespace/selector", unit: "sec/op", target: target{kind: ratioMax, value: 1, text: "≤ client-go (ratio ≤ 1)"}},
+	{area: "indexer", title: "other shapes: all 100k in one namespace: the namespace lister's Get", c: "IndexerOneNamespace/get", unit: "sec/op", target: target{kind: ratioMax, value: 1, text: "≤ client-go (ratio ≤ 1)"}},
+	{area: "indexer", title: "other shapes: churn, Delete of one of 100k objects and Add of it back (100 namespaces)", c: "IndexerChurn/namespaces=100", unit: "sec/op", target: target{kind: ratioMax, value: 1, text: "≤ client-go (ratio ≤ 1)"}},
+	{area: "indexer", title: "other shapes: churn, all 100k in one namespace", c: "IndexerChurn/namespaces=1", unit: "sec/op", target: target{kind: ratioMax, value: 1, text: "≤ client-go (ratio ≤ 1)"}},
 
 	// deltafifo
 	{area: "deltafifo", title: "delta throughput, producer → consumer (vs RealFIFO)", c: "DeltaFIFOThroughput", unit: "sec/op", target: target{kind: ratioMax, value: 0.5, text: "≥2× ops/s (ratio ≤ 0.50)"}},

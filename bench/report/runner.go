@@ -94,6 +94,12 @@ func suite(short bool) ([]phase, []profileRun) {
 			one("^BenchmarkIndexerReads$", fast),
 			one("^BenchmarkIndexerListKeysOnce(Long|Cluster)?$", once),
 		}},
+		// Indexer shapes of their own: an index added to a full store, one
+		// namespace holding every object, churn.
+		{name: "indexershapes", bin: binRoot, runs: []invocation{
+			one("^BenchmarkIndexer(OneNamespace|Churn)$", fast),
+			one("^BenchmarkIndexerAddIndexes$", heavy),
+		}},
 		{name: "deltafifo", bin: binRoot, runs: []invocation{
 			one("^BenchmarkDeltaFIFOThroughput$", fast),
 			one("^BenchmarkDeltaFIFOHotKeys$", fast),
