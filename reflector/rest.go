@@ -2,12 +2,13 @@ package reflector
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"mime"
+	"math"
 	"reflect"
 	"strings"
 	"sync"
@@ -323,70 +324,201 @@ func (l *restLW[T, E]) list(ctx context.Context, opts metav1.ListOptions, lookup
 		return nil, nil, nil, metav1.ListMeta{}, l.err
 	}
 	opts.Watch = false
-	result := l.request(opts).Do(ctx)
-	if err := result.Error(); err != nil {
+	// The answer is read as it arrives rather than whole (Do reads it into a
+	// buffer that grows by copying): a protobuf list is decoded one item at a
+	// time (see protoListFrom). Its content type is told by its first bytes,
+	// as a stream's answer headers are not at hand: a protobuf body starts
+	// with protoMagic and a JSON one with "{".
+	body, err := l.request(opts).Stream(ctx)
+	if err != nil {
 		return nil, nil, nil, metav1.ListMeta{}, err
 	}
-	var ct string
-	result.ContentType(&ct)
-	body, _ := result.Raw()
-	mt, _, _ := mime.ParseMediaType(ct)
+	defer body.Close()
+	br := bufio.NewReaderSize(body, 32<<10)
+	head, _ := br.Peek(len(protoMagic))
+	proto := bytes.Equal(head, protoMagic)
 	switch {
-	case mt == runtime.ContentTypeProtobuf && l.unmarshal != nil:
-		return l.protoList(body, lookup)
-	case mt == runtime.ContentTypeJSON:
-		return l.jsonList(body, lookup)
+	case proto && l.unmarshal != nil:
+		return l.protoListFrom(br, lookup)
+	case !proto && (l.unmarshal == nil || looksJSON(head)):
+		b, err := io.ReadAll(br)
+		if err != nil {
+			return nil, nil, nil, metav1.ListMeta{}, fmt.Errorf("reflector: list of %s: %w", l.resource, err)
+		}
+		return l.jsonList(b, lookup)
 	}
-	return nil, nil, nil, metav1.ListMeta{}, fmt.Errorf("reflector: list of %s: unexpected content type %q", l.resource, ct)
+	return nil, nil, nil, metav1.ListMeta{}, fmt.Errorf("reflector: list of %s: unexpected content type: the answer is not %s (it starts with %q)", l.resource, l.answerTypes(), head)
 }
 
+// looksJSON reports whether an answer that starts with head is JSON: its
+// first byte other than white space opens an object or an array.
+func looksJSON(head []byte) bool {
+	head = bytes.TrimLeft(head, " \t\r\n")
+	return len(head) > 0 && (head[0] == '{' || head[0] == '[')
+}
+
+// answerTypes names the content types l reads.
+func (l *restLW[T, E]) answerTypes() string {
+	if l.unmarshal != nil {
+		return "protobuf or JSON"
+	}
+	return "JSON"
+}
+
+// protoList is protoListFrom of a whole answer.
 func (l *restLW[T, E]) protoList(body []byte, lookup lookupFunc[T]) ([]T, []bool, []*RefusedError, metav1.ListMeta, error) {
-	var lm metav1.ListMeta
-	env, err := readEnvelope(body)
-	if err != nil {
-		return nil, nil, nil, lm, fmt.Errorf("reflector: list of %s: %w", l.resource, err)
+	return l.protoListFrom(bufio.NewReader(bytes.NewReader(body)), lookup)
+}
+
+// protoListFrom reads a protobuf list answer from r as it arrives and decodes
+// its items, except those lookup knows (see protoList): the envelope's fields
+// one after the other, and in its raw field the list's metadata and one item
+// message at a time, read into a buffer that the next item reuses (decoders
+// copy what they keep: see ProtoObject). A list of large objects is then read
+// with one item's bytes in memory, instead of the whole answer and the copies
+// of a buffer grown to hold it. Malformed input is an error, as it is to
+// readEnvelope on a whole answer, and an item that cannot be decoded fails the list,
+// or is refused, as before; a second raw field replaces the first (protobuf's
+// last one wins).
+func (l *restLW[T, E]) protoListFrom(r *bufio.Reader, lookup lookupFunc[T]) ([]T, []bool, []*RefusedError, metav1.ListMeta, error) {
+	fail := func(err error) ([]T, []bool, []*RefusedError, metav1.ListMeta, error) {
+		return nil, nil, nil, metav1.ListMeta{}, fmt.Errorf("reflector: list of %s: %w", l.resource, err)
+	}
+	if head, _ := r.Peek(len(protoMagic)); !bytes.Equal(head, protoMagic) {
+		return fail(wireErr("no %q prefix", protoMagic))
+	}
+	_, _ = r.Discard(len(protoMagic))
+	sr := streamReader{r: r}
+	var (
+		env     envelope
+		lb      listBody
+		items   []T
+		from    []bool
+		refused []*RefusedError
+		itemErr error  // the first item that failed the list
+		rawErr  error  // the list message is malformed
+		scratch []byte // the item being read
+		mf      []byte // scratch of decode
+	)
+	if lookup != nil {
+		from = []bool{}
+	}
+	keys := keyReader[T]{lookup: lookup}
+	for {
+		f, err := sr.field(math.MaxUint64)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fail(err)
+		}
+		if f.typ != 2 {
+			continue
+		}
+		switch f.num {
+		case 1, 3:
+			b, err := sr.read(f.u, nil)
+			if err != nil {
+				return fail(err)
+			}
+			if f.num == 3 && len(b) > 0 {
+				return fail(wireErr("unsupported content encoding %q", b))
+			}
+			if f.num == 1 {
+				if err := env.readTypeMeta(b); err != nil {
+					return fail(err)
+				}
+			}
+		case 2:
+			// Only the last raw field counts (protobuf's last one wins): a
+			// malformed one fails the list unless another follows it.
+			lb, items, from, refused, itemErr, rawErr = listBody{}, items[:0], from[:0], refused[:0], nil, nil
+			end := sr.pos + f.u
+			for sr.pos < end {
+				g, err := sr.field(end - sr.pos)
+				if err == io.EOF {
+					err = errTruncated
+				}
+				if err != nil {
+					if !errors.Is(err, errWire) {
+						return fail(err) // the stream broke
+					}
+					rawErr = err
+					if err := sr.skip(end - sr.pos); err != nil {
+						return fail(err)
+					}
+					break
+				}
+				if g.typ != 2 {
+					continue
+				}
+				switch g.num {
+				case 1:
+					b, err := sr.read(g.u, nil)
+					if err != nil {
+						return fail(err)
+					}
+					if err := lb.readListMeta(b); err != nil {
+						rawErr = err
+					}
+				case 2:
+					raw, err := sr.read(g.u, scratch)
+					if err != nil {
+						return fail(err)
+					}
+					scratch = raw
+					if itemErr != nil || rawErr != nil {
+						continue // the list fails: the rest is only read
+					}
+					if obj, ok := keys.find(raw); ok {
+						items, from = append(items, obj), append(from, true)
+						continue
+					}
+					obj, err := l.decode(raw, &mf)
+					if err != nil {
+						ref := protoRefusal(raw, err)
+						if ref == nil {
+							itemErr = fmt.Errorf("item %d: %w", len(items)+len(refused), err)
+							continue
+						}
+						refused = append(refused, ref)
+						continue
+					}
+					items = append(items, obj)
+					if from != nil {
+						from = append(from, false)
+					}
+				default:
+					if err := sr.skip(g.u); err != nil {
+						return fail(err)
+					}
+				}
+			}
+		default:
+			if err := sr.skip(f.u); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	if rawErr != nil {
+		return fail(rawErr)
 	}
 	if string(env.kind) != l.kind+"List" {
-		return nil, nil, nil, lm, fmt.Errorf("reflector: list of %s: %w", l.resource, l.wrongKind("the server sent", env.kind, l.kind+"List"))
+		return fail(l.wrongKind("the server sent", env.kind, l.kind+"List"))
 	}
-	lb, err := readList(env.raw)
-	if err != nil {
-		return nil, nil, nil, lm, fmt.Errorf("reflector: list of %s: %w", l.resource, err)
+	if itemErr != nil {
+		return fail(itemErr)
 	}
-	lm = metav1.ListMeta{
+	lm := metav1.ListMeta{
 		ResourceVersion:    string(lb.resourceVersion),
 		Continue:           string(lb.continueToken),
 		RemainingItemCount: lb.remaining,
 		ShardInfo:          lb.shardInfo,
 	}
-	items := make([]T, 0, len(lb.items))
-	var fromStore []bool
-	if lookup != nil {
-		fromStore = make([]bool, 0, len(lb.items))
+	if items == nil {
+		items = []T{}
 	}
-	var refused []*RefusedError
-	keys := keyReader[T]{lookup: lookup}
-	var buf []byte
-	for i, raw := range lb.items {
-		if obj, ok := keys.find(raw); ok {
-			items, fromStore = append(items, obj), append(fromStore, true)
-			continue
-		}
-		obj, err := l.decode(raw, &buf)
-		if err != nil {
-			ref := protoRefusal(raw, err)
-			if ref == nil {
-				return nil, nil, nil, lm, fmt.Errorf("reflector: list of %s: item %d: %w", l.resource, i, err)
-			}
-			refused = append(refused, ref)
-			continue
-		}
-		items = append(items, obj)
-		if fromStore != nil {
-			fromStore = append(fromStore, false)
-		}
-	}
-	return items, fromStore, refused, lm, nil
+	return items, from, refused, lm, nil
 }
 
 // protoRefusal names an object message that failed to decode with err: a

@@ -505,7 +505,9 @@ func TestFromRESTBadAnswers(t *testing.T) {
 			is              func(error) bool
 		}{
 			{"garbage", pb, 200, []byte("k8s\x00\xff\xff"), "malformed protobuf", nil},
-			{"no magic", pb, 200, []byte("hello"), "malformed protobuf", nil},
+			// A list's answer is read as a stream, its type told by its first bytes.
+			{"no magic", pb, 200, []byte("hello"), `unexpected content type: the answer is not protobuf or JSON (it starts with "hell")`, nil},
+			{"cut short", pb, 200, encodeObject(pb, &corev1.ConfigMapList{Items: []corev1.ConfigMap{*goodCM}})[:30], "malformed protobuf: truncated message", nil},
 			{"wrong kind", pb, 200, encodeObject(pb, &corev1.SecretList{Items: []corev1.Secret{*secret}}), `"SecretList", want a ConfigMapList`, nil},
 			{"wrong kind json", runtime.ContentTypeJSON, 200, encodeObject(runtime.ContentTypeJSON, &corev1.SecretList{}), `"SecretList", want a ConfigMapList`, nil},
 			{"html", "text/html", 200, []byte("<html>"), "unexpected content type", nil},

@@ -6,8 +6,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-
 	"io"
+	"slices"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -115,19 +116,9 @@ func readEnvelope(b []byte) (envelope, error) {
 			continue
 		}
 		switch f.num {
-		case 1: // typeMeta
-			for tm := f.data; len(tm) > 0; {
-				g, rest, err := nextField(tm)
-				if err != nil {
-					return e, err
-				}
-				tm = rest
-				switch {
-				case g.num == 1 && g.typ == 2:
-					e.apiVersion = g.data
-				case g.num == 2 && g.typ == 2:
-					e.kind = g.data
-				}
+		case 1:
+			if err := e.readTypeMeta(f.data); err != nil {
+				return e, err
 			}
 		case 2:
 			e.raw = f.data
@@ -138,6 +129,25 @@ func readEnvelope(b []byte) (envelope, error) {
 		}
 	}
 	return e, nil
+}
+
+// readTypeMeta reads the envelope's typeMeta field: its apiVersion and kind.
+// As with decoding, the last occurrence of a field wins.
+func (e *envelope) readTypeMeta(tm []byte) error {
+	for len(tm) > 0 {
+		g, rest, err := nextField(tm)
+		if err != nil {
+			return err
+		}
+		tm = rest
+		switch {
+		case g.num == 1 && g.typ == 2:
+			e.apiVersion = g.data
+		case g.num == 2 && g.typ == 2:
+			e.kind = g.data
+		}
+	}
+	return nil
 }
 
 // wireKey is what identifies one version of an object.
@@ -190,71 +200,195 @@ func readKey(obj []byte) (k wireKey, ok bool, err error) {
 	return k, true, nil
 }
 
-// listBody is a list message: its metadata and items.
+// listBody is a list message's metadata, and its items when the message is
+// read whole (the tests' reference reader).
 type listBody struct {
 	resourceVersion, continueToken []byte
 	remaining                      *int64
 	shardInfo                      *metav1.ShardInfo // ListMeta field 5 (KEP-5866)
-	// items are the item messages, aliasing the body.
+	// items are the item messages, aliasing the message.
 	items [][]byte
 }
 
-// readList reads a list's message.
-func readList(b []byte) (listBody, error) {
-	var l listBody
-	n := 0
-	for c := b; len(c) > 0; {
-		f, rest, err := nextField(c)
+// readListMeta reads a list's ListMeta field into l. As with decoding, the
+// last occurrence of a field wins.
+func (l *listBody) readListMeta(m []byte) error {
+	for len(m) > 0 {
+		g, rest, err := nextField(m)
 		if err != nil {
-			return l, err
+			return err
 		}
-		c = rest
-		if f.num == 2 && f.typ == 2 {
-			n++
-		}
-	}
-	l.items = make([][]byte, 0, n)
-	for len(b) > 0 {
-		f, rest, _ := nextField(b) // checked above
-		b = rest
-		if f.typ != 2 {
-			continue
-		}
-		switch f.num {
-		case 1:
-			for m := f.data; len(m) > 0; {
-				g, rest, err := nextField(m)
+		m = rest
+		switch {
+		case g.num == 2 && g.typ == 2:
+			l.resourceVersion = g.data
+		case g.num == 3 && g.typ == 2:
+			l.continueToken = g.data
+		case g.num == 4 && g.typ == 0:
+			v := int64(g.u)
+			l.remaining = &v
+		case g.num == 5 && g.typ == 2:
+			l.shardInfo = &metav1.ShardInfo{}
+			for si := g.data; len(si) > 0; {
+				h, rest, err := nextField(si)
 				if err != nil {
-					return l, err
+					return err
 				}
-				m = rest
-				switch {
-				case g.num == 2 && g.typ == 2:
-					l.resourceVersion = g.data
-				case g.num == 3 && g.typ == 2:
-					l.continueToken = g.data
-				case g.num == 4 && g.typ == 0:
-					v := int64(g.u)
-					l.remaining = &v
-				case g.num == 5 && g.typ == 2:
-					l.shardInfo = &metav1.ShardInfo{}
-					for si := g.data; len(si) > 0; {
-						h, rest, err := nextField(si)
-						if err != nil {
-							return l, err
-						}
-						si = rest
-						if h.num == 1 && h.typ == 2 {
-							l.shardInfo.Selector = string(h.data)
-						}
-					}
+				si = rest
+				if h.num == 1 && h.typ == 2 {
+					l.shardInfo.Selector = string(h.data)
 				}
 			}
-		case 2:
-			l.items = append(l.items, f.data)
 		}
 	}
-	return l, nil
+	return nil
+}
+
+// errTruncated is a stream that ended cleanly inside a field: the answer
+// itself is cut short. A stream that breaks (the connection lost) returns its
+// own error instead, io.ErrUnexpectedEOF for an HTTP body.
+var errTruncated = wireErr("truncated message")
+
+// streamField is the head of a field read from a stream: for a varint its
+// value, for a length-delimited field its length (the bytes are not read).
+type streamField struct {
+	num uint64
+	typ byte
+	u   uint64 // the varint's value, or the length-delimited field's length
+	n   uint64 // bytes of the head (tag, and varint or length)
+}
+
+// streamReader reads protobuf fields from a stream, for the answers read as
+// they arrive (see protoListFrom). It checks what nextField checks, and
+// allocates for a length-delimited field only as its bytes arrive.
+type streamReader struct {
+	r   *bufio.Reader
+	pos uint64 // bytes read so far
+}
+
+// uvarint reads a varint of at most limit bytes as binary.Uvarint does, with
+// n its bytes; err is io.EOF only when the stream ends before its first byte.
+func (sr *streamReader) uvarint(limit uint64) (v uint64, n uint64, err error) {
+	for shift := uint(0); ; shift += 7 {
+		if n == limit {
+			return 0, n, errTruncated
+		}
+		c, err := sr.r.ReadByte()
+		if err != nil {
+			if err == io.EOF && n > 0 {
+				err = errTruncated
+			}
+			return 0, n, err
+		}
+		n++
+		sr.pos++
+		if c < 0x80 {
+			if n == binary.MaxVarintLen64 && c > 1 {
+				return 0, n, wireErr("varint overflows 64 bits")
+			}
+			return v | uint64(c)<<shift, n, nil
+		}
+		if n == binary.MaxVarintLen64 {
+			return 0, n, wireErr("varint overflows 64 bits")
+		}
+		v |= uint64(c&0x7f) << shift
+	}
+}
+
+// field reads a field's head and, unless it is length-delimited, its value;
+// limit bounds the field's bytes. err is io.EOF at a clean end of the stream,
+// wraps errWire when the field is malformed or cut short (errTruncated), and
+// is the stream's own error when it breaks.
+func (sr *streamReader) field(limit uint64) (streamField, error) {
+	var f streamField
+	if limit == 0 {
+		return f, io.EOF
+	}
+	tag, n, err := sr.uvarint(limit)
+	if err != nil {
+		if errors.Is(err, errWire) {
+			return f, wireErr("bad field tag")
+		}
+		return f, err
+	}
+	f.n = n
+	f.num, f.typ = tag>>3, byte(tag&7)
+	if f.num == 0 || f.num > 1<<29-1 {
+		return f, wireErr("field number %d", f.num)
+	}
+	switch f.typ {
+	case 0, 2:
+		v, n, err := sr.uvarint(limit - f.n)
+		f.n += n
+		switch {
+		case errors.Is(err, errWire):
+			return f, wireErr("bad varint or length in field %d", f.num)
+		case err == io.EOF:
+			return f, errTruncated
+		case err != nil:
+			return f, err
+		case f.typ == 2 && v > limit-f.n:
+			return f, wireErr("bad length in field %d", f.num)
+		}
+		f.u = v
+	case 1, 5:
+		size := uint64(8)
+		if f.typ == 5 {
+			size = 4
+		}
+		if size > limit-f.n {
+			return f, wireErr("truncated fixed%d in field %d", 8*size, f.num)
+		}
+		if err := sr.skip(size); err != nil {
+			return f, err
+		}
+		f.n += size
+	default:
+		return f, wireErr("wire type %d in field %d", f.typ, f.num)
+	}
+	return f, nil
+}
+
+// readChunk is the most a streamReader reads into a buffer before it has
+// the bytes: a length the stream claims is believed only as far as it holds.
+const readChunk = 1 << 20
+
+// read reads n bytes into buf, reusing its memory, and returns them.
+func (sr *streamReader) read(n uint64, buf []byte) ([]byte, error) {
+	buf = buf[:0]
+	for uint64(len(buf)) < n {
+		k := len(buf)
+		chunk := int(min(n-uint64(k), readChunk))
+		buf = slices.Grow(buf, chunk)[:k+chunk]
+		for i := k; i < len(buf); {
+			m, err := sr.r.Read(buf[i:])
+			i += m
+			sr.pos += uint64(m)
+			if err != nil && i < len(buf) {
+				if err == io.EOF {
+					err = errTruncated
+				}
+				return buf[:i], err
+			}
+		}
+	}
+	return buf, nil
+}
+
+// skip reads and drops n bytes.
+func (sr *streamReader) skip(n uint64) error {
+	for n > 0 {
+		k, err := sr.r.Discard(int(min(n, 1<<30)))
+		n -= uint64(k)
+		sr.pos += uint64(k)
+		if err != nil {
+			if err == io.EOF {
+				err = errTruncated
+			}
+			return err
+		}
+	}
+	return nil
 }
 
 // readWatchEvent reads a watch frame's metav1.WatchEvent: its type and the
