@@ -967,6 +967,34 @@ func TestFromJSONListReusesOnlyExactMatches(t *testing.T) {
 	}
 }
 
+// TestFromJSONListReadWhole: a list that jsonListParts declines (here its
+// metadata member is repeated, and a key escaped) is decoded whole, with the
+// same items as the list read in parts.
+func TestFromJSONListReadWhole(t *testing.T) {
+	items := `"items":[{"metadata":{"namespace":"ns","name":"a","resourceVersion":"3"},"spec":{"color":"red"}},` +
+		`{"metadata":{"namespace":"ns","name":"b","resourceVersion":"4"},"spec":{"color":"blue"}}]`
+	lw := FromJSON[*Foo](fakeREST{}, "foos", "ns").(*restLW[*Foo, Foo])
+	want, _, _, wantLM, err := lw.jsonList([]byte(`{"kind":"FooList","metadata":{"resourceVersion":"9"},`+items+`}`), nil)
+	if err != nil || len(want) != 2 {
+		t.Fatalf("the list read in parts: %d items, %v", len(want), err)
+	}
+	for _, body := range []string{
+		`{"kind":"FooList","metadata":{},"metadata":{"resourceVersion":"9"},` + items + `}`,
+		`{"\u006bind":"FooList","metadata":{"resourceVersion":"9"},` + items + `}`,
+	} {
+		if _, _, _, ok := jsonListParts([]byte(body)); ok {
+			t.Fatalf("jsonListParts read %s, want it declined", body)
+		}
+		got, _, refused, lm, err := lw.jsonList([]byte(body), nil)
+		if err != nil || len(refused) != 0 {
+			t.Fatalf("%s: error %v, refused %v", body, err, refused)
+		}
+		if d := cmp.Diff(want, got); d != "" || lm.ResourceVersion != wantLM.ResourceVersion {
+			t.Errorf("%s: items (-parts +whole):\n%s\nresourceVersion %q", body, d, lm.ResourceVersion)
+		}
+	}
+}
+
 // TestFromJSONStreamReusesOnlyInitialEvents: in a JSON streaming list, an
 // Added or Modified event of an object the store holds at that
 // resourceVersion hands over the store's instance until the bookmark that

@@ -617,7 +617,7 @@ func (l *restLW[T, E]) jsonList(body []byte, lookup lookupFunc[T]) ([]T, []bool,
 		}
 		kind, lm = []byte(list.Kind), list.Metadata
 		raws = make([][]byte, len(list.Items))
-		for i, raw := range raws {
+		for i, raw := range list.Items {
 			raws[i] = raw
 		}
 	}
