@@ -405,7 +405,7 @@ func (l *restLW[T, E]) protoListFrom(r *bufio.Reader, lookup lookupFunc[T]) ([]T
 	}
 	keys := keyReader[T]{lookup: lookup}
 	for {
-		f, err := sr.field(math.MaxUint64)
+		f, err := sr.field(math.MaxUint64 - sr.pos) // so that sr.pos never wraps
 		if err == io.EOF {
 			break
 		}
