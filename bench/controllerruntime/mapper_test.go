@@ -202,6 +202,17 @@ func mapCtrlkit(b *testing.B, m *mapWorld, controllers, workers int) (start, liv
 		}
 		go func() { errc <- ctl.Run(ctx) }()
 	}
+	start, live = mapPhases(b, m, counters, t0, cancel, errc)
+	icancel()
+	<-ierr
+	return start, live
+}
+
+// mapPhases times the two phases of a run whose controllers (counting in
+// counters) were started at t0: until each has reconciled every key once, then,
+// after the updates are pushed, until each has reconciled the last; then it stops
+// the controllers (cancel) and checks what each returned on errc.
+func mapPhases(b *testing.B, m *mapWorld, counters []*mapCounter, t0 time.Time, cancel func(), errc chan error) (start, live time.Duration) {
 	var starts, lives []chan struct{}
 	for _, c := range counters {
 		starts, lives = append(starts, c.startDone), append(lives, c.live)
@@ -218,8 +229,6 @@ func mapCtrlkit(b *testing.B, m *mapWorld, controllers, workers int) (start, liv
 			b.Fatal(err)
 		}
 	}
-	icancel()
-	<-ierr
 	return start, live
 }
 
@@ -265,22 +274,7 @@ func mapControllerRuntime(b *testing.B, m *mapWorld, controllers, workers int) (
 		}
 		go func() { errc <- ctl.Start(ctx) }()
 	}
-	var starts, lives []chan struct{}
-	for _, c := range counters {
-		starts, lives = append(starts, c.startDone), append(lives, c.live)
-	}
-	waitAll(b, starts, "start")
-	start = time.Since(t0)
-	t1 := time.Now()
-	m.push()
-	waitAll(b, lives, "live")
-	live = time.Since(t1)
-	cancel()
-	for range counters {
-		if err := <-errc; err != nil {
-			b.Fatal(err)
-		}
-	}
+	start, live = mapPhases(b, m, counters, t0, cancel, errc)
 	icancel()
 	<-idone
 	return start, live
