@@ -136,6 +136,10 @@ type Config struct {
 	Namespace string
 	// Recorders has one Recorder per controller.
 	Recorders []*Recorder
+	// NoCopy makes controller-runtime's client hand out the cached objects
+	// themselves (cache.Options.DefaultUnsafeDisableDeepCopy), as ctrlkit's
+	// lister does. ctrlkit ignores it.
+	NoCopy bool
 }
 
 // Start runs one manager with len(cfg.Recorders) controllers until ctx ends;
@@ -213,7 +217,7 @@ func StartCtrlkit(ctx context.Context, restCfg *rest.Config, cfg Config) (func()
 // worker, the default queue), the cache limited to the namespace with
 // managedFields stripped, and a reconcile that gets the ConfigMap through the
 // manager's client (a deep copy out of the shared cache, controller-runtime's
-// default). Metrics serving, probes and leader election are off.
+// default, unless cfg.NoCopy). Metrics serving, probes and leader election are off.
 func StartControllerRuntime(ctx context.Context, restCfg *rest.Config, cfg Config) (func() error, func() int, error) {
 	if err := cfg.check(); err != nil {
 		return nil, nil, err
@@ -225,6 +229,8 @@ func StartControllerRuntime(ctx context.Context, restCfg *rest.Config, cfg Confi
 		Cache: crcache.Options{
 			DefaultNamespaces: map[string]crcache.Config{cfg.Namespace: {}},
 			DefaultTransform:  crcache.TransformStripManagedFields(),
+			// Nil is controller-runtime's default: deep copies.
+			DefaultUnsafeDisableDeepCopy: noCopy(cfg.NoCopy),
 		},
 	})
 	if err != nil {
@@ -254,6 +260,20 @@ func StartControllerRuntime(ctx context.Context, restCfg *rest.Config, cfg Confi
 		}
 	}
 	return run(ctx, mgr.Start), func() int { return -1 }, nil
+}
+
+func noCopy(b bool) *bool {
+	if b {
+		return ptr.To(true)
+	}
+	return nil
+}
+
+// StartControllerRuntimeNoCopy is StartControllerRuntime with cfg.NoCopy set:
+// its reconciles read the cached ConfigMaps without a deep copy.
+func StartControllerRuntimeNoCopy(ctx context.Context, restCfg *rest.Config, cfg Config) (func() error, func() int, error) {
+	cfg.NoCopy = true
+	return StartControllerRuntime(ctx, restCfg, cfg)
 }
 
 // run calls fn in a goroutine with a context derived from ctx and returns the
