@@ -61,6 +61,9 @@ func TestSplitName(t *testing.T) {
 		{"BenchmarkReconcileThroughput/controller-runtime/workers=8-2", "ReconcileThroughput/workers=8", "controller-runtime", true},
 		{"BenchmarkReconcileThroughput/ctrlkit/workers=1-16", "ReconcileThroughput/workers=1", "ctrlkit", true},
 		{"BenchmarkNoImplementation-2", "NoImplementation", "", false},
+		// rounds run inside one process are samples of one case
+		{"BenchmarkRYWCost/round=3/shape=steps/impl=ctrlkit-ryw-2", "RYWCost/shape=steps", "ctrlkit-ryw", true},
+		{"BenchmarkX/round=x/impl=ctrlkit", "X/round=x", "ctrlkit", true},
 	} {
 		c, impl, ok := splitName(tc.full)
 		if string(c) != tc.c || impl != tc.impl || ok != tc.ok {
@@ -370,7 +373,7 @@ func TestSuite(t *testing.T) {
 			case short:
 			case p.name == "latency":
 				want = latencyRounds
-			case p.name == "server" || p.name == "shard" || p.name == "resync" || p.name == "shapes":
+			case p.name == "server" || p.name == "shard" || p.name == "resync" || p.name == "shapes" || p.name == "manyctl":
 				want = 5
 			default:
 				want = microRounds
@@ -379,11 +382,11 @@ func TestSuite(t *testing.T) {
 				t.Errorf("short=%v: phase %s has %d rounds, want %d", short, p.name, p.rounds, want)
 			}
 			// The phases against real control planes fill them once per process.
-			if p.inProcess != (p.name == "server" || p.name == "shard" || p.name == "latency") {
+			if p.inProcess != (p.name == "server" || p.name == "shard" || p.name == "latency" || p.name == "manyctl") {
 				t.Errorf("short=%v: phase %s inProcess=%v", short, p.name, p.inProcess)
 			}
 		}
-		for _, n := range []string{"workqueue", "indexer", "deltafifo", "informer", "wire", "shapes", "reconcile", "resync", "controllerruntime", "server", "shard", "latency"} {
+		for _, n := range []string{"workqueue", "indexer", "deltafifo", "informer", "wire", "shapes", "reconcile", "resync", "controllerruntime", "server", "shard", "latency", "indexershapes", "manyctl"} {
 			if !names[n] {
 				t.Errorf("short=%v: no phase %s", short, n)
 			}

@@ -9,7 +9,34 @@ import "fmt"
 // rows of the informer's scale curve are added from the raw outputs (scale.go).
 
 // rows lists the table's lines in display order.
-var rows = append(append(baseRows, mapperRows()...), latencyRows(100, 1000, 5000)...)
+var rows = append(append(append(baseRows, mapperRows()...), manyControllerRows(1, 10, 30)...), latencyRows(100, 1000, 5000)...)
+
+// manyControllerRows are the rows of BenchmarkManyControllers
+// (bench/controllerruntime/manyctl): n controllers in one manager, sharing one
+// ConfigMap and one Secret informer, on the real server, against controller-runtime's
+// manager with the same controllers.
+func manyControllerRows(ns ...int) []row {
+	atMost := target{kind: ratioMax, value: 1, text: "≤ controller-runtime (ratio ≤ 1)"}
+	var rs []row
+	for _, n := range ns {
+		c := caseKey(fmt.Sprintf("CRManyControllers/ctrl=%d", n))
+		ctl := "controllers"
+		if n == 1 {
+			ctl = "controller"
+		}
+		at := fmt.Sprintf("real server, %d %s in one manager on shared informers (2,000 ConfigMaps, 200 Secrets)", n, ctl)
+		rs = append(rs,
+			row{area: "manager", title: at + ": start until every controller reconciled every key once", c: c, base: "controller-runtime", unit: "start-ms", target: atMost},
+			row{area: "manager", title: at + ": client CPU of that start", c: c, base: "controller-runtime", unit: "start-cpu-ms", target: atMost},
+			row{area: "manager", title: at + ": live heap with the caches synced (one copy of each)", c: c, base: "controller-runtime", unit: "heap-B", target: atMost},
+			row{area: "manager", title: at + ": 1,000 updates until every controller reconciled each", c: c, base: "controller-runtime", unit: "burst-ms"},
+			row{area: "manager", title: at + ": update → each controller's reconcile, p50", c: c, base: "controller-runtime", unit: "lat-p50-ms", target: atMost},
+			row{area: "manager", title: at + ": update → each controller's reconcile, p99", c: c, base: "controller-runtime", unit: "lat-p99-ms", target: atMost},
+			row{area: "manager", title: at + ": client CPU during the 1,000 updates", c: c, base: "controller-runtime", unit: "burst-cpu-ms", target: atMost},
+		)
+	}
+	return rs
+}
 
 // mapperRows are the rows of BenchmarkMapperSources (bench/controllerruntime):
 // controllers on an in-memory informer, each with a Mapper, against controller-runtime's

@@ -20,7 +20,12 @@ const (
 	binE2E                      // the same, built with -tags e2e (BenchmarkServerInformerSync)
 	binCR                       // bench/controllerruntime, its own module
 	binCRLatency                // bench/controllerruntime/latency, built with -tags e2e
+	binCRMany                   // bench/controllerruntime/manyctl, built with -tags e2e
 )
+
+// crE2EDirs are the directories, under bench/controllerruntime, of the binaries
+// built with -tags e2e from that module.
+var crE2EDirs = map[binKind]string{binCRLatency: "latency", binCRMany: "manyctl"}
 
 // invocation is one run of a test binary: which benchmarks, for how long.
 type invocation struct {
@@ -138,6 +143,11 @@ func suite(short bool) ([]phase, []profileRun) {
 		{name: "shard", bin: binE2E, inProcess: true, runs: []invocation{
 			one("^BenchmarkShardScale$", "1x"),
 		}},
+		// 1, 10 and 30 controllers in one manager on shared informers, ctrlkit's
+		// and controller-runtime's, rotated round by round inside the process.
+		{name: "manyctl", bin: binCRMany, prefix: "CR", inProcess: true, runs: []invocation{
+			one("^BenchmarkManyControllers$", "1x"),
+		}},
 		// Alternates ctrlkit and controller-runtime round by round inside the
 		// process (see BenchmarkE2ELatency), then runs both at once on the same
 		// writes (BenchmarkE2ELatencyPaired); a round of both at the three rates
@@ -204,21 +214,22 @@ func (r *runner) benchDir(b binKind) string {
 	switch b {
 	case binCR:
 		return filepath.Join(r.root, "bench", "controllerruntime")
-	case binCRLatency:
-		return filepath.Join(r.root, "bench", "controllerruntime", "latency")
+	}
+	if d, ok := crE2EDirs[b]; ok {
+		return filepath.Join(r.root, "bench", "controllerruntime", d)
 	}
 	return filepath.Join(r.root, "bench")
 }
 
 func (r *runner) binPath(b binKind) string {
-	return filepath.Join(r.work, [...]string{"bench.test", "bench-e2e.test", "controllerruntime.test", "latency-e2e.test"}[b])
+	return filepath.Join(r.work, [...]string{"bench.test", "bench-e2e.test", "controllerruntime.test", "latency-e2e.test", "manyctl-e2e.test"}[b])
 }
 
 // build compiles the test binaries.
 func (r *runner) build(ctx context.Context) error {
-	for _, b := range []binKind{binRoot, binE2E, binCR, binCRLatency} {
+	for _, b := range []binKind{binRoot, binE2E, binCR, binCRLatency, binCRMany} {
 		args := []string{"test", "-c", "-o", r.binPath(b)}
-		if b == binE2E || b == binCRLatency {
+		if _, crE2E := crE2EDirs[b]; b == binE2E || crE2E {
 			args = append(args, "-tags", "e2e")
 		}
 		args = append(args, ".")

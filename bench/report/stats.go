@@ -7,6 +7,7 @@ import (
 	"math"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"golang.org/x/perf/benchfmt"
@@ -47,6 +48,9 @@ func splitName(full string) (c caseKey, impl string, ok bool) {
 			impl = strings.TrimPrefix(p, "impl=")
 		case i > 0 && impl == "" && knownImpls[p]:
 			impl = p
+		case i > 0 && isRound(p):
+			// A benchmark that runs its rounds inside one process names them;
+			// the round is a sample of the case, as -count's are.
 		default:
 			rest = append(rest, p)
 		}
@@ -56,6 +60,13 @@ func splitName(full string) (c caseKey, impl string, ok bool) {
 	}
 	impl = strings.ReplaceAll(impl, "clientgo", "client-go")
 	return caseKey(strings.Join(rest, "/")), impl, true
+}
+
+// isRound reports whether a name element is "round=N".
+func isRound(p string) bool {
+	n, ok := strings.CutPrefix(p, "round=")
+	_, err := strconv.Atoi(n)
+	return ok && err == nil
 }
 
 // parseBench reads Go benchmark output (several files may be concatenated) and adds
