@@ -56,18 +56,14 @@ type fixture struct {
 	spec int // the spec the ConfigMaps hold
 }
 
-var (
-	fixMu    sync.Mutex
-	fixtures = map[string]*fixture{} // by shape/side
-	rounds   = map[string]int{}      // by shape: rounds started, to rotate the order of the sides
-)
-
 // BenchmarkRYWCost: one op is one change of data["spec"] of every one of K
 // ConfigMaps (CTRLKIT_RYWCOST_OBJECTS, default 1000), made by the benchmark on
 // the server, and the wait until the side's controller (4 workers) has
 // converged every object with no reconcile pending; the end state is then
-// checked with a LIST. Run with -benchtime=1x -count=5: each count is a round
-// in which the sides run one after another, their order rotated per round.
+// checked with a LIST. The sides run one after another within a round, their
+// order rotated from round to round, CTRLKIT_RYWCOST_ROUNDS rounds (default 5;
+// -count would repeat each side back to back instead). Run with -benchtime=1x
+// -count=1 and read with benchstat -ignore round.
 //
 // Metrics per op: converge-ms (from the first spec change to the end of the
 // last reconcile), reconciles/obj, writes/obj, conflicts (409s per op),
@@ -76,41 +72,48 @@ var (
 // process's user+system CPU while the op ran; the API server and etcd are
 // other processes).
 func BenchmarkRYWCost(b *testing.B) {
-	k := defaultObjects
-	if v := os.Getenv("CTRLKIT_RYWCOST_OBJECTS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			b.Fatalf("CTRLKIT_RYWCOST_OBJECTS=%q: want a positive integer", v)
-		}
-		k = n
-	}
-	for _, shape := range []Shape{Steps, Child} {
-		b.Run("shape="+shape.String(), func(b *testing.B) {
-			fixMu.Lock()
-			r := rounds[shape.String()]
-			rounds[shape.String()]++
-			fixMu.Unlock()
-			for i := range sides {
-				s := sides[(i+r)%len(sides)]
-				b.Run("impl="+s.name, func(b *testing.B) { benchSide(b, shape, s, k) })
+	k := envInt(b, "CTRLKIT_RYWCOST_OBJECTS", defaultObjects)
+	rounds := envInt(b, "CTRLKIT_RYWCOST_ROUNDS", 5)
+	fixtures := map[string]*fixture{} // by shape/side, kept across rounds
+	for r := range rounds {
+		b.Run(fmt.Sprintf("round=%d", r+1), func(b *testing.B) {
+			for _, shape := range []Shape{Steps, Child} {
+				b.Run("shape="+shape.String(), func(b *testing.B) {
+					for i := range sides {
+						s := sides[(i+r)%len(sides)]
+						fx := fixtures[shape.String()+"/"+s.name]
+						if fx == nil {
+							fx = &fixture{ns: env.Namespace(b)}
+							fixtures[shape.String()+"/"+s.name] = fx
+						}
+						b.Run("impl="+s.name, func(b *testing.B) { benchSide(b, shape, s, fx, k) })
+					}
+				})
 			}
 		})
 	}
 }
 
-func benchSide(b *testing.B, shape Shape, s side, k int) {
+// envInt reads a positive integer from the environment variable name, or
+// returns def when it is unset.
+func envInt(b *testing.B, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		b.Fatalf("%s=%q: want a positive integer", name, v)
+	}
+	return n
+}
+
+func benchSide(b *testing.B, shape Shape, s side, fx *fixture, k int) {
 	ctx := b.Context()
 	kube, err := kubernetes.NewForConfig(env.Config())
 	if err != nil {
 		b.Fatal(err)
 	}
-	fixMu.Lock()
-	fx := fixtures[shape.String()+"/"+s.name]
-	if fx == nil {
-		fx = &fixture{ns: env.Namespace(b)}
-		fixtures[shape.String()+"/"+s.name] = fx
-	}
-	fixMu.Unlock()
 	if err := ensureConfigMaps(ctx, kube, fx.ns, k, fx.spec); err != nil {
 		b.Fatal(err)
 	}
