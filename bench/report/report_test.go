@@ -373,7 +373,7 @@ func TestSuite(t *testing.T) {
 			case short:
 			case p.name == "latency":
 				want = latencyRounds
-			case p.name == "server" || p.name == "shard" || p.name == "resync" || p.name == "shapes" || p.name == "manyctl":
+			case p.name == "server" || p.name == "shard" || p.name == "resync" || p.name == "shapes" || p.name == "manyctl" || p.name == "rywcost":
 				want = 5
 			default:
 				want = microRounds
@@ -382,11 +382,11 @@ func TestSuite(t *testing.T) {
 				t.Errorf("short=%v: phase %s has %d rounds, want %d", short, p.name, p.rounds, want)
 			}
 			// The phases against real control planes fill them once per process.
-			if p.inProcess != (p.name == "server" || p.name == "shard" || p.name == "latency" || p.name == "manyctl") {
+			if p.inProcess != (p.name == "server" || p.name == "shard" || p.name == "latency" || p.name == "manyctl" || p.name == "rywcost") {
 				t.Errorf("short=%v: phase %s inProcess=%v", short, p.name, p.inProcess)
 			}
 		}
-		for _, n := range []string{"workqueue", "indexer", "deltafifo", "informer", "wire", "shapes", "reconcile", "resync", "controllerruntime", "server", "shard", "latency", "indexershapes", "manyctl"} {
+		for _, n := range []string{"workqueue", "indexer", "deltafifo", "informer", "wire", "shapes", "reconcile", "resync", "controllerruntime", "server", "shard", "latency", "indexershapes", "manyctl", "rywcost"} {
 			if !names[n] {
 				t.Errorf("short=%v: no phase %s", short, n)
 			}

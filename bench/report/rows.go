@@ -9,7 +9,31 @@ import "fmt"
 // rows of the informer's scale curve are added from the raw outputs (scale.go).
 
 // rows lists the table's lines in display order.
-var rows = append(append(append(baseRows, mapperRows()...), manyControllerRows(1, 10, 30)...), latencyRows(100, 1000, 5000)...)
+var rows = append(append(append(append(baseRows, mapperRows()...), manyControllerRows(1, 10, 30)...), rywRows()...), latencyRows(100, 1000, 5000)...)
+
+// rywRows are the rows of BenchmarkRYWCost (bench/controllerruntime/rywcost):
+// read-your-writes on controllers that write, on the real server, 1,000 ConfigMaps
+// changed at once, 4 workers; ctrlkit with TrackWrites against controller-runtime's
+// EnableReadYourWritesConsistency, and each against itself without it.
+func rywRows() []row {
+	atMost := target{kind: ratioMax, value: 1, text: "≤ controller-runtime (ratio ≤ 1)"}
+	var rs []row
+	for _, sh := range []struct{ c, title string }{
+		{"steps", "each object updated 3 times, one update a reconcile and a 1 ms requeue between"},
+		{"child", "each reconcile makes sure the object's owned Secret exists, deletes older ones, then updates the object"},
+	} {
+		c := caseKey("CRRYWCost/shape=" + sh.c)
+		at := "read-your-writes, real server, 1,000 ConfigMaps changed at once, 4 workers, " + sh.title
+		rs = append(rs,
+			row{area: "reconcile", title: at + ": until every object converged (vs controller-runtime with its read-your-writes)", c: c, impl: "ctrlkit-ryw", base: "controller-runtime-ryw", unit: "converge-ms", target: atMost},
+			row{area: "reconcile", title: at + ": client CPU (vs controller-runtime with its read-your-writes)", c: c, impl: "ctrlkit-ryw", base: "controller-runtime-ryw", unit: "cpu-ms", target: atMost},
+			row{area: "reconcile", title: at + ": until every object converged, ctrlkit with read-your-writes over ctrlkit without", c: c, impl: "ctrlkit-ryw", base: "ctrlkit", unit: "converge-ms"},
+			row{area: "reconcile", title: at + ": client CPU, ctrlkit with read-your-writes over ctrlkit without", c: c, impl: "ctrlkit-ryw", base: "ctrlkit", unit: "cpu-ms"},
+			row{area: "reconcile", title: at + ": write conflicts (409) per change, ctrlkit with read-your-writes against controller-runtime without it", c: c, impl: "ctrlkit-ryw", base: "controller-runtime", unit: "conflicts"},
+		)
+	}
+	return rs
+}
 
 // manyControllerRows are the rows of BenchmarkManyControllers
 // (bench/controllerruntime/manyctl): n controllers in one manager, sharing one

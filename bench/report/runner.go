@@ -21,11 +21,12 @@ const (
 	binCR                       // bench/controllerruntime, its own module
 	binCRLatency                // bench/controllerruntime/latency, built with -tags e2e
 	binCRMany                   // bench/controllerruntime/manyctl, built with -tags e2e
+	binCRRYW                    // bench/controllerruntime/rywcost, built with -tags e2e
 )
 
 // crE2EDirs are the directories, under bench/controllerruntime, of the binaries
 // built with -tags e2e from that module.
-var crE2EDirs = map[binKind]string{binCRLatency: "latency", binCRMany: "manyctl"}
+var crE2EDirs = map[binKind]string{binCRLatency: "latency", binCRMany: "manyctl", binCRRYW: "rywcost"}
 
 // invocation is one run of a test binary: which benchmarks, for how long.
 type invocation struct {
@@ -49,6 +50,10 @@ type phase struct {
 	rounds    int
 	inProcess bool
 	series    bool // set CTRLKIT_BENCH_SERIES for it
+	// roundsEnv, for an inProcess phase whose benchmark runs its rounds itself
+	// (naming each round=N), is the variable that tells it how many: it then
+	// runs with -test.count 1.
+	roundsEnv string
 }
 
 // profileRun is a benchmark run under the CPU and memory profilers.
@@ -148,6 +153,12 @@ func suite(short bool) ([]phase, []profileRun) {
 		{name: "manyctl", bin: binCRMany, prefix: "CR", inProcess: true, runs: []invocation{
 			one("^BenchmarkManyControllers$", "1x"),
 		}},
+		// Read-your-writes on controllers that write, ctrlkit's and
+		// controller-runtime's, with and without it; the benchmark runs its
+		// rounds itself, the sides rotated from round to round.
+		{name: "rywcost", bin: binCRRYW, prefix: "CR", inProcess: true, roundsEnv: "CTRLKIT_RYWCOST_ROUNDS", runs: []invocation{
+			one("^BenchmarkRYWCost$", "1x"),
+		}},
 		// Alternates ctrlkit and controller-runtime round by round inside the
 		// process (see BenchmarkE2ELatency), then runs both at once on the same
 		// writes (BenchmarkE2ELatencyPaired); a round of both at the three rates
@@ -222,12 +233,12 @@ func (r *runner) benchDir(b binKind) string {
 }
 
 func (r *runner) binPath(b binKind) string {
-	return filepath.Join(r.work, [...]string{"bench.test", "bench-e2e.test", "controllerruntime.test", "latency-e2e.test", "manyctl-e2e.test"}[b])
+	return filepath.Join(r.work, [...]string{"bench.test", "bench-e2e.test", "controllerruntime.test", "latency-e2e.test", "manyctl-e2e.test", "rywcost-e2e.test"}[b])
 }
 
 // build compiles the test binaries.
 func (r *runner) build(ctx context.Context) error {
-	for _, b := range []binKind{binRoot, binE2E, binCR, binCRLatency, binCRMany} {
+	for _, b := range []binKind{binRoot, binE2E, binCR, binCRLatency, binCRMany, binCRRYW} {
 		args := []string{"test", "-c", "-o", r.binPath(b)}
 		if _, crE2E := crE2EDirs[b]; b == binE2E || crE2E {
 			args = append(args, "-tags", "e2e")
@@ -270,8 +281,12 @@ const roundEnv = "CTRLKIT_BENCH_ROUND"
 func phaseJobs(p phase) []job {
 	var jobs []job
 	if p.inProcess {
+		count := p.rounds
+		if p.roundsEnv != "" {
+			count = 1
+		}
 		for _, inv := range p.runs {
-			jobs = append(jobs, job{inv, p.rounds, 0})
+			jobs = append(jobs, job{inv, count, 0})
 		}
 		return jobs
 	}
@@ -301,6 +316,9 @@ func (r *runner) runPhase(ctx context.Context, p phase, seriesDir string) (time.
 		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", roundEnv, j.round))
 		if p.series {
 			cmd.Env = append(cmd.Env, "CTRLKIT_BENCH_SERIES="+seriesDir)
+		}
+		if p.roundsEnv != "" {
+			cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d", p.roundsEnv, p.rounds))
 		}
 		// Only stdout goes to the raw file: library logs on stderr (klog) could otherwise
 		// land in the middle of a result line and lose it.
