@@ -44,7 +44,8 @@ clean-controlplane:
 
 ## bench: the whole side-by-side suite against client-go and controller-runtime, 10 rounds of
 ## the in-memory benchmarks and 5 against the control plane (about 44 minutes on 2 cores before
-## the shard-scale and end-to-end latency phases, which add about 7 and 10; see bench/report/README.md), then bench/RESULTS.md, bench/results/*.png and the raw outputs
+## the shard-scale, many-controller, read-your-writes and end-to-end latency phases, which add about 7, 1, 3 and 10;
+## see bench/report/README.md), then bench/RESULTS.md, bench/results/*.png and the raw outputs
 ## in bench/results/raw (see bench/report). SHORT=1 is bench-short. Not part of test.
 bench: controlplane
 	cd bench/report && $(GO) run . $(if $(SHORT),-short)
