@@ -50,7 +50,7 @@ clean-controlplane:
 bench: controlplane
 	cd bench/report && $(GO) run . $(if $(SHORT),-short)
 
-## bench-short: the same suite in 1 round with -short inputs (about 4 minutes), reported in
+## bench-short: the same suite in 1 round with -short inputs (about 5 minutes), reported in
 ## bench/results/short/RESULTS.md, for quick checks
 bench-short: controlplane
 	cd bench/report && $(GO) run . -short
