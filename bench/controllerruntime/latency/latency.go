@@ -456,3 +456,22 @@ func CreateConfigMaps(ctx context.Context, c kubernetes.Interface, ns string, n,
 	wg.Wait()
 	return errors.Join(errs...)
 }
+
+// Poll reports whether cond became true within limit, checking every 2 ms, and
+// false as soon as ctx ends.
+func Poll(ctx context.Context, limit time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(limit)
+	t := time.NewTicker(2 * time.Millisecond)
+	defer t.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+	return true
+}

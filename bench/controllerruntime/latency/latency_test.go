@@ -212,7 +212,7 @@ func runOnce(ctx context.Context, b *testing.B, run []side, ns string, clients [
 		}()
 	}
 	for i, s := range run {
-		if !poll(ctx, time.Minute, func() bool { return recs[i].Distinct() == numKeys }) {
+		if !Poll(ctx, time.Minute, func() bool { return recs[i].Distinct() == numKeys }) {
 			b.Fatalf("%s: %d of %d keys reconciled after a minute", s.name, recs[i].Distinct(), numKeys)
 		}
 	}
@@ -233,30 +233,12 @@ func runOnce(ctx context.Context, b *testing.B, run []side, ns string, clients [
 	deadline := time.Now().Add(catchUpLimit)
 	res := make([]Result, len(run))
 	for i := range run {
-		poll(ctx, time.Until(deadline), func() bool { return recs[i].Covers(last) })
+		Poll(ctx, time.Until(deadline), func() bool { return recs[i].Covers(last) })
 	}
 	for i := range run {
 		res[i] = Analyze(writes, recs[i].Observations(), recs[i].Arrivals(), numKeys, from, to)
 	}
 	return res
-}
-
-// poll reports whether cond became true within limit, checking every 2 ms.
-func poll(ctx context.Context, limit time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(limit)
-	t := time.NewTicker(2 * time.Millisecond)
-	defer t.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C:
-		}
-	}
-	return true
 }
 
 func msf(d time.Duration) float64 {

@@ -183,7 +183,7 @@ func runOnce(ctx context.Context, b *testing.B, s side, n int, ns string, writer
 			}
 		}
 	}()
-	if !poll(ctx, limit, func() bool {
+	if !latency.Poll(ctx, limit, func() bool {
 		for _, r := range recs {
 			if r.Distinct() < numKeys {
 				return false
@@ -243,7 +243,7 @@ func runOnce(ctx context.Context, b *testing.B, s side, n int, ns string, writer
 			b.Fatalf("burst write: %v", err)
 		}
 	}
-	if !poll(ctx, limit, func() bool {
+	if !latency.Poll(ctx, limit, func() bool {
 		for _, r := range recs {
 			if !r.Covered(target) {
 				return false
@@ -296,24 +296,6 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// poll reports whether cond became true within d, checking every 5 ms.
-func poll(ctx context.Context, d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	t := time.NewTicker(5 * time.Millisecond)
-	defer t.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C:
-		}
-	}
-	return true
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
