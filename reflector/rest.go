@@ -335,8 +335,8 @@ func (l *restLW[T, E]) list(ctx context.Context, opts metav1.ListOptions, lookup
 	}
 	defer body.Close()
 	br := bufio.NewReaderSize(body, 32<<10)
-	head, _ := br.Peek(len(protoMagic))
-	proto := bytes.Equal(head, protoMagic)
+	head, _ := br.Peek(64) // fewer at the end of a short answer
+	proto := bytes.HasPrefix(head, protoMagic)
 	switch {
 	case proto && l.unmarshal != nil:
 		return l.protoListFrom(br, lookup)
@@ -347,7 +347,7 @@ func (l *restLW[T, E]) list(ctx context.Context, opts metav1.ListOptions, lookup
 		}
 		return l.jsonList(b, lookup)
 	}
-	return nil, nil, nil, metav1.ListMeta{}, fmt.Errorf("reflector: list of %s: unexpected content type: the answer is not %s (it starts with %q)", l.resource, l.answerTypes(), head)
+	return nil, nil, nil, metav1.ListMeta{}, fmt.Errorf("reflector: list of %s: unexpected content type: the answer is not %s (it starts with %q)", l.resource, l.answerTypes(), head[:min(len(head), len(protoMagic))])
 }
 
 // looksJSON reports whether an answer that starts with head is JSON: its

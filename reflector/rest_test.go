@@ -507,6 +507,7 @@ func TestFromRESTBadAnswers(t *testing.T) {
 			{"garbage", pb, 200, []byte("k8s\x00\xff\xff"), "malformed protobuf", nil},
 			// A list's answer is read as a stream, its type told by its first bytes.
 			{"no magic", pb, 200, []byte("hello"), `unexpected content type: the answer is not protobuf or JSON (it starts with "hell")`, nil},
+			{"json after white space", runtime.ContentTypeJSON, 200, append([]byte("\n\n\n\n\n\n"), encodeObject(runtime.ContentTypeJSON, &corev1.SecretList{})...), `"SecretList", want a ConfigMapList`, nil},
 			{"cut short", pb, 200, encodeObject(pb, &corev1.ConfigMapList{Items: []corev1.ConfigMap{*goodCM}})[:30], "malformed protobuf: truncated message", nil},
 			{"wrong kind", pb, 200, encodeObject(pb, &corev1.SecretList{Items: []corev1.Secret{*secret}}), `"SecretList", want a ConfigMapList`, nil},
 			{"wrong kind json", runtime.ContentTypeJSON, 200, encodeObject(runtime.ContentTypeJSON, &corev1.SecretList{}), `"SecretList", want a ConfigMapList`, nil},
