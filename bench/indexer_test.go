@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"runtime"
 	"runtime/metrics"
@@ -1101,5 +1102,69 @@ func BenchmarkIndexerGetAbsent(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkIndexerGetRandom reads objects the store holds, 100k of them, in a shuffled
+// order, as a controller reads the objects of the keys its events bring: by key (Get
+// of ctrlkit, GetByKey of client-go: the lookup alone) and through the listers. Unlike
+// the Lister Get of BenchmarkIndexerReads, which reads in the order the objects were
+// stored, each read lands on table cells and object memory that are usually out of
+// cache. ctrlkit keeps no key strings: it compares the key asked for with the name in
+// the stored object (and its namespace in the namespace index), memory that client-go's
+// own copies of the keys, allocated together when the objects were stored, are denser
+// than.
+func BenchmarkIndexerGetRandom(b *testing.B) {
+	objs := idxObjs(idxObjects, 0, "1")
+	order := rand.New(rand.NewPCG(1, 2)).Perm(len(objs))
+	// The keys and names asked for are copies, as a controller's are (they come from
+	// its queue), laid out together in the order they are asked for.
+	keys := make([]string, len(objs))
+	refs := make([]struct{ ns, name string }, len(objs))
+	for i, j := range order {
+		keys[i] = objs[j].Namespace + "/" + objs[j].Name
+		refs[i].ns, refs[i].name = strings.Clone(objs[j].Namespace), strings.Clone(objs[j].Name)
+	}
+	x := idxCtrlkit()
+	y := idxClientgo()
+	for _, o := range objs {
+		_ = x.Add(o)
+		_ = y.Add(o)
+	}
+	xl := indexer.NewLister(x)
+	yl := corelisters.NewConfigMapLister(y)
+	for _, impl := range []struct {
+		name   string
+		key    func(key string) bool
+		lister func(ns, name string) bool
+	}{
+		{"ctrlkit",
+			func(key string) bool { _, ok := x.Get(key); return ok },
+			func(ns, name string) bool { _, err := xl.Namespace(ns).Get(name); return err == nil }},
+		{"client-go",
+			func(key string) bool { _, ok, _ := y.GetByKey(key); return ok },
+			func(ns, name string) bool { _, err := yl.ConfigMaps(ns).Get(name); return err == nil }},
+	} {
+		b.Run("by=key/impl="+impl.name, func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if !impl.key(keys[i%len(keys)]) {
+					b.Fatalf("Get %s found nothing", keys[i%len(keys)])
+				}
+				i++
+			}
+		})
+		b.Run("by=lister/impl="+impl.name, func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				r := refs[i%len(refs)]
+				if !impl.lister(r.ns, r.name) {
+					b.Fatalf("Get %s/%s found nothing", r.ns, r.name)
+				}
+				i++
+			}
+		})
 	}
 }

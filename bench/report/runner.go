@@ -98,7 +98,7 @@ func suite(short bool) ([]phase, []profileRun) {
 			one("^BenchmarkWorkqueueCancelWaitingGets$", heavy),
 		}},
 		{name: "indexer", bin: binRoot, runs: []invocation{
-			one("^BenchmarkIndexer(Add|Update|UpdateMove|Delete|ByIndex|ByIndexChanging|Shapes|ManyValues|GetAbsent)$", fast),
+			one("^BenchmarkIndexer(Add|Update|UpdateMove|Delete|ByIndex|ByIndexChanging|Shapes|ManyValues|GetAbsent|GetRandom)$", fast),
 			one("^BenchmarkIndexerReplace$", heavy),
 			one("^BenchmarkIndexerMemory$", "1x"),
 			one("^BenchmarkIndexerReads$", fast),
