@@ -325,8 +325,8 @@ func (l *restLW[T, E]) list(ctx context.Context, opts metav1.ListOptions, lookup
 	}
 	opts.Watch = false
 	// The answer is read as it arrives rather than whole (Do reads it into a
-	// buffer that grows by copying): a protobuf list is decoded one item at a
-	// time (see protoListFrom). Its content type is told by its first bytes,
+	// buffer that grows by copying): a list is decoded one item at a time (see
+	// protoListFrom and jsonListFrom). Its content type is told by its first bytes,
 	// as a stream's answer headers are not at hand: a protobuf body starts
 	// with protoMagic and a JSON one with "{".
 	body, err := l.request(opts).Stream(ctx)
@@ -341,11 +341,7 @@ func (l *restLW[T, E]) list(ctx context.Context, opts metav1.ListOptions, lookup
 	case proto && l.unmarshal != nil:
 		return l.protoListFrom(br, lookup)
 	case !proto && (l.unmarshal == nil || looksJSON(head)):
-		b, err := io.ReadAll(br)
-		if err != nil {
-			return nil, nil, nil, metav1.ListMeta{}, fmt.Errorf("reflector: list of %s: %w", l.resource, err)
-		}
-		return l.jsonList(b, lookup)
+		return l.jsonListFrom(br, lookup)
 	}
 	return nil, nil, nil, metav1.ListMeta{}, fmt.Errorf("reflector: list of %s: unexpected content type: the answer is not %s (it starts with %q)", l.resource, l.answerTypes(), head[:min(len(head), len(protoMagic))])
 }
@@ -594,64 +590,6 @@ func (l *restLW[T, E]) decode(raw []byte, buf *[]byte) (T, error) {
 		return nil, fmt.Errorf("cannot decode a %s: %w", l.kind, err)
 	}
 	return obj, nil
-}
-
-// jsonList decodes a JSON list, each item into its own allocation, except
-// those lookup knows (see protoList).
-func (l *restLW[T, E]) jsonList(body []byte, lookup lookupFunc[T]) ([]T, []bool, []*RefusedError, metav1.ListMeta, error) {
-	kind, meta, raws, ok := jsonListParts(body)
-	var lm metav1.ListMeta
-	if ok && meta != nil {
-		if err := utiljson.Unmarshal(meta, &lm); err != nil {
-			return nil, nil, nil, metav1.ListMeta{}, fmt.Errorf("reflector: list of %s: %w", l.resource, err)
-		}
-	}
-	if !ok {
-		var list struct {
-			Kind     string            `json:"kind"`
-			Metadata metav1.ListMeta   `json:"metadata"`
-			Items    []json.RawMessage `json:"items"`
-		}
-		if err := utiljson.Unmarshal(body, &list); err != nil {
-			return nil, nil, nil, metav1.ListMeta{}, fmt.Errorf("reflector: list of %s: %w", l.resource, err)
-		}
-		kind, lm = []byte(list.Kind), list.Metadata
-		raws = make([][]byte, len(list.Items))
-		for i, raw := range list.Items {
-			raws[i] = raw
-		}
-	}
-	if string(kind) != l.kind+"List" {
-		return nil, nil, nil, metav1.ListMeta{}, fmt.Errorf("reflector: list of %s: %w", l.resource, l.wrongKind("the server sent", kind, l.kind+"List"))
-	}
-	items := make([]T, 0, len(raws))
-	var fromStore []bool
-	if lookup != nil {
-		fromStore = make([]bool, 0, len(raws))
-	}
-	var refused []*RefusedError
-	keys := keyReader[T]{lookup: lookup}
-	var buf []byte
-	for i, raw := range raws {
-		if obj, ok := keys.findJSON(raw, l.kind); ok {
-			items, fromStore = append(items, obj), append(fromStore, true)
-			continue
-		}
-		obj, err := l.decodeJSON(raw, &buf)
-		if err != nil {
-			ref := jsonRefusal(raw, err)
-			if ref == nil {
-				return nil, nil, nil, metav1.ListMeta{}, fmt.Errorf("reflector: list of %s: item %d: %w", l.resource, i, err)
-			}
-			refused = append(refused, ref)
-			continue
-		}
-		items = append(items, obj)
-		if fromStore != nil {
-			fromStore = append(fromStore, false)
-		}
-	}
-	return items, fromStore, refused, lm, nil
 }
 
 // decodeJSON decodes one object's JSON, checking its kind if it names one.
