@@ -5,13 +5,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
-	"runtime"
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -50,34 +46,13 @@ func FuzzJSONListStream(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for _, lk := range []lookupFunc[*Foo]{nil, lookup} {
 			// A small buffer: values cross the reader's refills.
-			items, from, refused, lm, err := lw.jsonListFrom(bufio.NewReaderSize(bytes.NewReader(b), 16), lk)
-			wItems, wFrom, wRefused, wLM, wErr := lw.jsonList(b, lk)
+			var stream, whole listRead[*Foo]
+			stream.items, stream.from, stream.refused, stream.lm, stream.err = lw.jsonListFrom(bufio.NewReaderSize(bytes.NewReader(b), 16), lk)
+			whole.items, whole.from, whole.refused, whole.lm, whole.err = lw.jsonList(b, lk)
 			// The whole-answer reader skipped the members it did not need
 			// without checking them; the stream reader refuses a malformed
 			// one, as decoding the list would.
-			if (err == nil) != (wErr == nil) && !(err != nil && !json.Valid(b)) {
-				t.Fatalf("stream: %v; whole: %v", err, wErr)
-			}
-			if err != nil {
-				continue
-			}
-			if d := cmp.Diff(wItems, items); d != "" {
-				t.Fatalf("items (-whole +stream):\n%s", d)
-			}
-			if d := cmp.Diff(wFrom, from); d != "" {
-				t.Fatalf("from the store (-whole +stream):\n%s", d)
-			}
-			if d := cmp.Diff(wLM, lm); d != "" {
-				t.Fatalf("list metadata (-whole +stream):\n%s", d)
-			}
-			if len(refused) != len(wRefused) {
-				t.Fatalf("%d refused, whole %d", len(refused), len(wRefused))
-			}
-			for i := range refused {
-				if refused[i].Key != wRefused[i].Key || refused[i].ResourceVersion != wRefused[i].ResourceVersion {
-					t.Fatalf("refused %d: %+v, whole %+v", i, refused[i], wRefused[i])
-				}
-			}
+			sameListRead(t, whole, stream, !json.Valid(b))
 		}
 	})
 }
@@ -129,22 +104,13 @@ func TestJSONListReadAsStream(t *testing.T) {
 	if !json.Valid(body.Bytes()) {
 		t.Fatal("the test's list is not valid JSON")
 	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		for b := body.Bytes(); len(b) > 0; { // chunked, as the API server streams a large list
-			k := min(len(b), 64<<10)
-			w.Write(b[:k])
-			w.(http.Flusher).Flush()
-			b = b[k:]
-		}
-	}))
+	srv := serveChunked("application/json", body.Bytes())
 	defer srv.Close()
 	lw := FromJSON[*Foo](restClient(t, srv.URL), "foos", "ns")
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	items, lm, err := lw.List(t.Context(), metav1.ListOptions{})
-	runtime.ReadMemStats(&after)
+	var items []*Foo
+	var lm metav1.ListMeta
+	var err error
+	allocated := allocatedBy(func() { items, lm, err = lw.List(t.Context(), metav1.ListOptions{}) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +122,7 @@ func TestJSONListReadAsStream(t *testing.T) {
 			t.Fatalf("item %d: %s with a color of %d bytes", i, foo.Name, len(foo.Spec.Color))
 		}
 	}
-	if got, limit := after.TotalAlloc-before.TotalAlloc, uint64(body.Len())*13/10; got > limit {
-		t.Errorf("the list of %d MB allocated %d MB, want at most %d MB", body.Len()>>20, got>>20, limit>>20)
+	if limit := uint64(body.Len()) * 13 / 10; allocated > limit {
+		t.Errorf("the list of %d MB allocated %d MB, want at most %d MB", body.Len()>>20, allocated>>20, limit>>20)
 	}
 }

@@ -122,33 +122,53 @@ func FuzzProtoListStream(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for _, lk := range []lookupFunc[*corev1.ConfigMap]{nil, lookup} {
 			// A small buffer: fields cross the reader's refills.
-			items, from, refused, lm, err := lw.protoListFrom(bufio.NewReaderSize(bytes.NewReader(b), 16), lk)
-			wItems, wFrom, wRefused, wLM, wErr := lw.protoListWhole(b, lk)
-			if (err == nil) != (wErr == nil) {
-				t.Fatalf("stream: %v; whole: %v", err, wErr)
-			}
-			if err != nil {
-				continue
-			}
-			if d := cmp.Diff(wItems, items); d != "" {
-				t.Fatalf("items (-whole +stream):\n%s", d)
-			}
-			if d := cmp.Diff(wFrom, from); d != "" {
-				t.Fatalf("from the store (-whole +stream):\n%s", d)
-			}
-			if d := cmp.Diff(wLM, lm); d != "" {
-				t.Fatalf("list metadata (-whole +stream):\n%s", d)
-			}
-			if len(refused) != len(wRefused) {
-				t.Fatalf("%d refused, whole %d", len(refused), len(wRefused))
-			}
-			for i := range refused {
-				if refused[i].Key != wRefused[i].Key || refused[i].ResourceVersion != wRefused[i].ResourceVersion {
-					t.Fatalf("refused %d: %+v, whole %+v", i, refused[i], wRefused[i])
-				}
-			}
+			var stream, whole listRead[*corev1.ConfigMap]
+			stream.items, stream.from, stream.refused, stream.lm, stream.err = lw.protoListFrom(bufio.NewReaderSize(bytes.NewReader(b), 16), lk)
+			whole.items, whole.from, whole.refused, whole.lm, whole.err = lw.protoListWhole(b, lk)
+			sameListRead(t, whole, stream, false)
 		}
 	})
+}
+
+// listRead is what a list reader returns.
+type listRead[T any] struct {
+	items   []T
+	from    []bool
+	refused []*RefusedError
+	lm      metav1.ListMeta
+	err     error
+}
+
+// sameListRead fails t unless a stream reader read what the whole-answer
+// reader did: an error for the same answers, else the same items, the same
+// of them from the store, the same refusals and the same list metadata. With
+// stricter set, the stream reader may also refuse an answer the whole-answer
+// reader read.
+func sameListRead[T any](t *testing.T, whole, stream listRead[T], stricter bool) {
+	t.Helper()
+	if (stream.err == nil) != (whole.err == nil) && !(stricter && stream.err != nil) {
+		t.Fatalf("stream: %v; whole: %v", stream.err, whole.err)
+	}
+	if stream.err != nil || whole.err != nil {
+		return
+	}
+	if d := cmp.Diff(whole.items, stream.items); d != "" {
+		t.Fatalf("items (-whole +stream):\n%s", d)
+	}
+	if d := cmp.Diff(whole.from, stream.from); d != "" {
+		t.Fatalf("from the store (-whole +stream):\n%s", d)
+	}
+	if d := cmp.Diff(whole.lm, stream.lm); d != "" {
+		t.Fatalf("list metadata (-whole +stream):\n%s", d)
+	}
+	if len(stream.refused) != len(whole.refused) {
+		t.Fatalf("%d refused, whole %d", len(stream.refused), len(whole.refused))
+	}
+	for i := range stream.refused {
+		if stream.refused[i].Key != whole.refused[i].Key || stream.refused[i].ResourceVersion != whole.refused[i].ResourceVersion {
+			t.Fatalf("refused %d: %+v, whole %+v", i, stream.refused[i], whole.refused[i])
+		}
+	}
 }
 
 // TestListReadAsStream: a list of large objects is decoded as its answer
@@ -165,23 +185,13 @@ func TestListReadAsStream(t *testing.T) {
 		})
 	}
 	body := encodeObject(apiruntime.ContentTypeProtobuf, list)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", apiruntime.ContentTypeProtobuf)
-		// Chunked, as the API server streams a large list: no Content-Length.
-		for b := body; len(b) > 0; {
-			k := min(len(b), 64<<10)
-			w.Write(b[:k])
-			w.(http.Flusher).Flush()
-			b = b[k:]
-		}
-	}))
+	srv := serveChunked(apiruntime.ContentTypeProtobuf, body)
 	defer srv.Close()
 	lw := FromREST[*corev1.ConfigMap](restClient(t, srv.URL), "configmaps", "ns")
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	items, lm, err := lw.List(t.Context(), metav1.ListOptions{})
-	runtime.ReadMemStats(&after)
+	var items []*corev1.ConfigMap
+	var lm metav1.ListMeta
+	var err error
+	allocated := allocatedBy(func() { items, lm, err = lw.List(t.Context(), metav1.ListOptions{}) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +205,31 @@ func TestListReadAsStream(t *testing.T) {
 	}
 	// The objects hold the answer's bytes once; one item's buffer and the
 	// client's own allocations come on top.
-	if got, limit := after.TotalAlloc-before.TotalAlloc, uint64(len(body))*13/10; got > limit {
-		t.Errorf("the list of %d MB allocated %d MB, want at most %d MB", len(body)>>20, got>>20, limit>>20)
+	if limit := uint64(len(body)) * 13 / 10; allocated > limit {
+		t.Errorf("the list of %d MB allocated %d MB, want at most %d MB", len(body)>>20, allocated>>20, limit>>20)
 	}
+}
+
+// serveChunked serves body with the content type ct in chunks of 64 KB, as the
+// API server streams a large list: no Content-Length.
+func serveChunked(ct string, body []byte) *httptest.Server {
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", ct)
+		for b := body; len(b) > 0; {
+			k := min(len(b), 64<<10)
+			w.Write(b[:k])
+			w.(http.Flusher).Flush()
+			b = b[k:]
+		}
+	}))
+}
+
+// allocatedBy returns the bytes the process allocated while f ran.
+func allocatedBy(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
 }
