@@ -355,11 +355,21 @@ wait
 		t.Fatal(err)
 	}
 	// Build returns once the output pipe is closed, which the child holds until it dies: it
-	// is gone, or a zombie waiting to be reaped.
-	if stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err == nil {
-		s := string(stat)
-		if i := strings.LastIndexByte(s, ')'); i < 0 || i+2 >= len(s) || s[i+2] != 'Z' {
-			t.Fatalf("the go command's child %d still runs: %s", pid, s)
+	// is gone, or a zombie waiting to be reaped, or about to be one (a killed process closes
+	// its files before its state turns to zombie, so it may still show as running for a
+	// moment). A child that was not killed sleeps on.
+	var stat string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			return // gone
+		}
+		stat = string(b)
+		if i := strings.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the go command's child %d still runs 10 s after Build returned: %s", pid, stat)
 		}
 	}
 }
