@@ -111,15 +111,7 @@ func StartControllerRuntime(ctx context.Context, restCfg *rest.Config, cfg Confi
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	mgr, err := crmanager.New(restCfg, crmanager.Options{
-		Scheme:                 clientgoscheme.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache: crcache.Options{
-			DefaultNamespaces: map[string]crcache.Config{cfg.Namespace: {}},
-			DefaultTransform:  crcache.TransformStripManagedFields(),
-		},
-	})
+	mgr, err := crmanager.New(restCfg, ManagerOptions(cfg.Namespace))
 	if err != nil {
 		return nil, fmt.Errorf("latency: controller-runtime manager: %w", err)
 	}
@@ -167,5 +159,20 @@ func run(ctx context.Context, fn func(context.Context) error) func() error {
 	return func() error {
 		cancel()
 		return <-done
+	}
+}
+
+// ManagerOptions are the options of the controller-runtime managers the
+// benchmarks compare with ctrlkit's: client-go's scheme, metrics serving and
+// probes off, and the cache limited to namespace with managedFields stripped.
+func ManagerOptions(namespace string) crmanager.Options {
+	return crmanager.Options{
+		Scheme:                 clientgoscheme.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache: crcache.Options{
+			DefaultNamespaces: map[string]crcache.Config{namespace: {}},
+			DefaultTransform:  crcache.TransformStripManagedFields(),
+		},
 	}
 }

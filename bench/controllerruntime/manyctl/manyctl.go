@@ -18,16 +18,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	crmanager "sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/ctrlkit/ctrlkit/bench/controllerruntime/latency"
@@ -222,17 +219,9 @@ func StartControllerRuntime(ctx context.Context, restCfg *rest.Config, cfg Confi
 	if err := cfg.check(); err != nil {
 		return nil, nil, err
 	}
-	mgr, err := crmanager.New(restCfg, crmanager.Options{
-		Scheme:                 clientgoscheme.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache: crcache.Options{
-			DefaultNamespaces: map[string]crcache.Config{cfg.Namespace: {}},
-			DefaultTransform:  crcache.TransformStripManagedFields(),
-			// Nil is controller-runtime's default: deep copies.
-			DefaultUnsafeDisableDeepCopy: noCopy(cfg.NoCopy),
-		},
-	})
+	opts := latency.ManagerOptions(cfg.Namespace)
+	opts.Cache.DefaultUnsafeDisableDeepCopy = noCopy(cfg.NoCopy) // nil, controller-runtime's default, deep-copies
+	mgr, err := crmanager.New(restCfg, opts)
 	if err != nil {
 		return nil, nil, fmt.Errorf("manyctl: controller-runtime manager: %w", err)
 	}

@@ -38,17 +38,15 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	crmanager "sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/ctrlkit/ctrlkit/bench/controllerruntime/latency"
 	"github.com/ctrlkit/ctrlkit/indexer"
 	"github.com/ctrlkit/ctrlkit/manager"
 	"github.com/ctrlkit/ctrlkit/reconcile"
@@ -351,15 +349,7 @@ func StartControllerRuntime(ctx context.Context, restCfg *rest.Config, cfg Confi
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	opts := crmanager.Options{
-		Scheme:                 clientgoscheme.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache: crcache.Options{
-			DefaultNamespaces: map[string]crcache.Config{cfg.Namespace: {}},
-			DefaultTransform:  crcache.TransformStripManagedFields(),
-		},
-	}
+	opts := latency.ManagerOptions(cfg.Namespace)
 	if cfg.ReadYourWrites {
 		opts.Client = client.Options{Cache: &client.CacheOptions{EnableReadYourWritesConsistency: ptr.To(true)}}
 	}
