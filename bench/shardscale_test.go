@@ -398,7 +398,7 @@ func runShardReplica() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := manager.AddSharded(m, ctl, manager.OwnsByObject(inf)); err != nil {
+	if err := manager.AddSharded(m, ctl, manager.OwnsKey); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

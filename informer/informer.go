@@ -139,8 +139,6 @@ type Informer[T reflector.Object] struct {
 	handlers   sync.WaitGroup // handler goroutines
 	resyncWake chan struct{}  // capacity 1: the set of resync deadlines changed
 
-	departed departed // what left the cache while sharded (departed.go)
-
 	rvMu sync.Mutex
 	// appliedRV is the resourceVersion the cache has been brought up to.
 	appliedRV string
@@ -148,8 +146,14 @@ type Informer[T reflector.Object] struct {
 	// appliedUnits counts the units (see queued) applied to the cache.
 	appliedUnits int64
 	// mark is a bookmark waiting for the units queued before it to be applied.
-	mark   bookmarkMark
-	rvWake chan struct{} // closed when appliedRV changes; nil when nobody waits
+	mark bookmarkMark
+	// listed is the shard the last list queued covers (reflector.ListedShard),
+	// complete in the cache once appliedUnits reaches listedAt; listedSet is
+	// false before the first list.
+	listed    reflector.Shard
+	listedAt  int64
+	listedSet bool
+	rvWake    chan struct{} // closed when appliedRV changes; nil when nobody waits
 }
 
 type bookmarkMark struct {
@@ -541,7 +545,6 @@ func (inf *Informer[T]) applyEvents(b deltafifo.Batch[T]) dispatch[T] {
 				// A refused object (see feed.Refuse): its last state is the cached one.
 				obj = cached
 			}
-			inf.depart(d.Key, obj) // before the handlers can hear of it
 			if err := inf.idx.DeleteKey(d.Key); err != nil {
 				inf.report(fmt.Errorf("informer: %s: deleting %s: %w", inf.name, d.Key, err))
 				continue
@@ -587,7 +590,6 @@ func (inf *Informer[T]) applyRelist(b deltafifo.Batch[T]) dispatch[T] {
 	for i := range b.Deltas {
 		d := &b.Deltas[i]
 		if d.Type == deltafifo.Deleted {
-			inf.depart(d.Key, d.Object)
 			notes = append(notes, note[T]{op: opDelete, key: d.Key, obj: d.Object, flag: true})
 			continue
 		}
@@ -629,14 +631,6 @@ func (inf *Informer[T]) applyRelist(b deltafifo.Batch[T]) dispatch[T] {
 	}
 	inf.log.V(2).Info("list applied", "objects", len(objs), "changes", len(notes), "resourceVersion", b.ResourceVersion)
 	return d
-}
-
-// depart records, for DepartedUID, that the object of key left a sharded
-// cache.
-func (inf *Informer[T]) depart(key string, obj T) {
-	if inf.refl.Shard().Field != "" && !isNil(obj) {
-		inf.departed.record(key, obj.GetUID())
-	}
 }
 
 // changed reports whether new may differ from old: unless both carry the same
@@ -875,6 +869,34 @@ func (inf *Informer[T]) SetShard(s reflector.Shard) error { return inf.refl.SetS
 // SetShard.
 func (inf *Informer[T]) Shard() reflector.Shard { return inf.refl.Shard() }
 
+// WaitForShard waits until the cache holds every object of shard s: a list
+// that covered s (reflector.Shard.Covers) has been applied, and the watch after
+// it keeps the cache complete until the shard changes again. Call it after
+// SetShard widened the shard, before acting on the keys of the new ranges: until
+// then, an object of those ranges missing from the cache may exist. It returns
+// ctx.Err() if ctx ends first and ErrStopped if Run returns first.
+func (inf *Informer[T]) WaitForShard(ctx context.Context, s reflector.Shard) error {
+	for {
+		inf.rvMu.Lock()
+		ok := inf.listedSet && inf.listed.Covers(s) && inf.appliedUnits >= inf.listedAt
+		if !ok && inf.rvWake == nil {
+			inf.rvWake = make(chan struct{})
+		}
+		wake := inf.rvWake
+		inf.rvMu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-inf.stoppedCh:
+			return ErrStopped
+		}
+	}
+}
+
 // ServerResourceVersion returns the resourceVersion the server's collection is
 // at now, read with a consistent LIST of at most one object within the
 // informer's selectors; see reflector.Reflector.ServerResourceVersion.
@@ -944,7 +966,14 @@ func (f feed[T]) Add(obj T) error    { return f.inf.count(f.inf.fifo.Add(obj)) }
 func (f feed[T]) Update(obj T) error { return f.inf.count(f.inf.fifo.Update(obj)) }
 func (f feed[T]) Delete(obj T) error { return f.inf.count(f.inf.fifo.Delete(obj)) }
 func (f feed[T]) Replace(objs []T, rv string) error {
-	return f.inf.count(f.inf.fifo.Replace(objs, rv))
+	if err := f.inf.count(f.inf.fifo.Replace(objs, rv)); err != nil {
+		return err
+	}
+	sh, _ := f.inf.refl.ListedShard() // what this list covers: the reflector records it first
+	f.inf.rvMu.Lock()
+	f.inf.listed, f.inf.listedAt, f.inf.listedSet = sh, f.inf.queued, true
+	f.inf.rvMu.Unlock()
+	return nil
 }
 func (f feed[T]) Bookmark(rv string) error { f.inf.bookmark(rv); return nil }
 

@@ -215,7 +215,7 @@ func shared[T reflector.Object](m *Manager, mapping *meta.RESTMapping, o Options
 		Logger:    m.log.WithName("informer").WithValues("informer", name),
 	})
 	if o.Shard != Whole {
-		m.sharder.addInformer(name, o.Shard, inf.SetShard, inf.Shard, rc.Shard)
+		m.sharder.addInformer(name, o.Shard, inf, rc.Shard)
 	}
 	e := &informerEntry{key: key, inf: inf, len: func() int { return inf.Indexer().Len() }, refs: 1}
 	m.informers[key] = e

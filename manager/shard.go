@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/reconcile"
 	"github.com/ctrlkit/ctrlkit/reflector"
 	"github.com/ctrlkit/ctrlkit/shard"
@@ -23,32 +22,45 @@ import (
 // their sharded controllers (AddSharded) and the objects of their sharded
 // informers (Options.Shard), coordinated by Leases only (package shard).
 //
-// The placement rule: every replica hashes the same Field, and a key is
-// reconciled by the replica whose shard holds its object.
-//   - reflector.ShardByUID (the default) suits a controller of one resource:
-//     its primary informer is sharded ShardByObject and the server filters
-//     it (KEP-5866, where the ShardedListAndWatch gate is on; the reflector
-//     otherwise). Informers of children that a source maps to their owner
-//     (reconcile.ByControllerOwner) must be sharded ShardByController: the
-//     children are then hashed by their controller's UID, so that they land
-//     with their owner (the reflector filters them; the server cannot).
+// The placement rule: a key belongs to the replica whose shard holds the key
+// itself, never to one that happens to cache an object of its name, so that no
+// two replicas own one key at any moment, also across a delete and re-create,
+// a stale cache or a hand-off in flight. Every replica hashes the same Field:
+//   - reflector.ShardByName (the default) hashes "namespace/name": informers
+//     sharded ShardByObject keep the objects of the keys this replica owns,
+//     and ShardByController keeps children with their controller's key
+//     (reflector.ShardByControllerName), the key reconcile.ByControllerOwner
+//     maps them to, also when the owner was re-created and the children are
+//     the old one's. The server cannot filter by name: each replica's
+//     reflector receives the whole collection and keeps its shard.
 //   - reflector.ShardByNamespace keeps everything of a namespace together,
 //     owners and children alike (an owner reference never crosses
-//     namespaces), and is filtered by the server for every informer; it
-//     balances only as well as the namespaces do. Cluster-scoped resources
-//     cannot be sharded by namespace: Typed and the others refuse.
+//     namespaces), and is filtered by the server for every informer
+//     (KEP-5866, where the ShardedListAndWatch gate is on); it balances only
+//     as well as the namespaces do. Cluster-scoped resources cannot be
+//     sharded by namespace: Typed and the others refuse.
+//
+// reflector.ShardByUID is refused: a controller's keys are names, and a name
+// deleted and re-created gets a new UID that may hash to another replica,
+// while the first still owns the key to clean up after the old object.
+//
+// A replica acts on a key of a slot it was granted only once its sharded
+// informers hold every object of that slot (informer.Informer.WaitForShard):
+// an object missing from a cache that is still listing is never taken for a
+// deleted one.
 //
 // What the manager enforces: a sharded informer needs Config.Sharding, a
-// cluster-scoped one Field ShardByUID; AddSharded needs a controller made
+// cluster-scoped one Field ShardByName; AddSharded needs a controller made
 // with reconcile.Config.Restrictable. What it cannot see is how a source maps
-// objects to keys: pairing an informer sharded ShardByObject with
-// ByControllerOwner splits owners from their children.
+// objects to keys: a mapping other than the object's own key
+// (reconcile.ByObject) or its controller's (ByControllerOwner, with
+// ShardByController) places keys where the objects are not.
 type Sharding struct {
 	// Namespace holds the members' Leases; Group names the controller whose
 	// replicas split the work (every replica the same); Identity names this
 	// replica, unique in the group (the pod name, say). Required.
 	Namespace, Group, Identity string
-	// Field is what objects are placed by: reflector.ShardByUID (default) or
+	// Field is what keys are placed by: reflector.ShardByName (default) or
 	// reflector.ShardByNamespace.
 	Field string
 	// Slots, LeaseDuration, RenewPeriod and RenewDeadline are
@@ -65,11 +77,11 @@ type ShardRule int
 const (
 	// Whole: every replica holds every object (the default).
 	Whole ShardRule = iota
-	// ShardByObject: an object is held by the replica whose shard holds its
-	// own UID or namespace (Sharding.Field).
+	// ShardByObject: an object is held by the replica that owns its own key
+	// (Field ShardByName) or namespace (ShardByNamespace).
 	ShardByObject
-	// ShardByController: an object is held by the replica whose shard holds
-	// its controller's UID (with Field ShardByUID) or its namespace (with
+	// ShardByController: an object is held by the replica that owns its
+	// controller's key (with Field ShardByName) or its namespace (with
 	// ShardByNamespace): children with their owner.
 	ShardByController
 )
@@ -87,15 +99,33 @@ func (r ShardRule) String() string {
 }
 
 // sharder is a manager's part in its group (nil without Config.Sharding).
+//
+// Its invariant: a sharded controller reconciles only keys of ctlShard, and
+// ctlShard is within held and within what every sharded informer has listed.
+// A grant widens held and the informers at once, and ctlShard only once the
+// informers hold the new slots (widen); a revoke narrows held and ctlShard
+// at once (the controllers drain), and the informers later (rescope).
 type sharder struct {
 	cfg    Sharding
 	member *shard.Member
+
+	// ctlMu serializes the changes of the controllers' shard: ctlShard and
+	// the Restrict calls that follow it. Taken before mu.
+	ctlMu    sync.Mutex
+	ctlShard reflector.Shard // what the controllers may reconcile; the empty shard at first
 
 	mu          sync.Mutex
 	held        reflector.Shard // what the member holds; the empty shard at first
 	informers   []shardedInformer
 	controllers []shardedController
-	// Informers are re-scoped once hand-offs have paused for settle: a
+	// gen counts grants and revokes: a widening applies only if none came
+	// since it began.
+	gen int64
+	// widening is the pending widening's cancel, nil when none; widens
+	// counts the widening goroutines, which stop waits for.
+	widening context.CancelFunc
+	widens   sync.WaitGroup
+	// Informers are narrowed once hand-offs have paused for settle: a
 	// replica that starts or sees others start takes and gives slots over
 	// a few rounds, and each re-scope lists its whole shard again.
 	settle  time.Duration
@@ -103,11 +133,18 @@ type sharder struct {
 	stopped bool
 }
 
+// shardable is what the sharder needs of a sharded informer
+// (*informer.Informer).
+type shardable interface {
+	SetShard(reflector.Shard) error
+	Shard() reflector.Shard
+	WaitForShard(context.Context, reflector.Shard) error
+}
+
 type shardedInformer struct {
-	name     string
-	rule     ShardRule
-	setShard func(reflector.Shard) error
-	shard    func() reflector.Shard
+	name string
+	rule ShardRule
+	inf  shardable
 }
 
 type shardedController struct {
@@ -117,10 +154,17 @@ type shardedController struct {
 }
 
 func newSharder(m *Manager, cfg Sharding) (*sharder, error) {
-	if cfg.Field == "" {
-		cfg.Field = reflector.ShardByUID
+	switch cfg.Field {
+	case "":
+		cfg.Field = reflector.ShardByName
+	case reflector.ShardByName, reflector.ShardByNamespace:
+	case reflector.ShardByUID:
+		return nil, errors.New("manager: Config.Sharding.Field ShardByUID: a controller's keys are names, and a name deleted and re-created gets a new UID that may hash to another replica while the first still owns the key; use reflector.ShardByName (the default) or ShardByNamespace")
+	default:
+		return nil, fmt.Errorf("manager: Config.Sharding.Field %q: want reflector.ShardByName or ShardByNamespace", cfg.Field)
 	}
-	s := &sharder{cfg: cfg, held: reflector.Shard{Field: cfg.Field}}
+	empty := reflector.Shard{Field: cfg.Field}
+	s := &sharder{cfg: cfg, held: empty, ctlShard: empty}
 	lease := cmp.Or(cfg.LeaseDuration, shard.DefaultLeaseDuration)
 	s.settle = min(cmp.Or(cfg.RenewPeriod, lease/5), time.Second)
 	member, err := shard.New(shard.Config{
@@ -140,26 +184,114 @@ func newSharder(m *Manager, cfg Sharding) (*sharder, error) {
 
 // forRule is sh as an informer of rule holds it.
 func forRule(sh reflector.Shard, rule ShardRule) reflector.Shard {
-	if rule == ShardByController && sh.Field == reflector.ShardByUID {
-		sh.Field = reflector.ShardByControllerUID
+	if rule == ShardByController && sh.Field == reflector.ShardByName {
+		sh.Field = reflector.ShardByControllerName
 	}
 	return sh
 }
 
 // revoke narrows the controllers first (their reconciles of the keys that
-// leave are cancelled and drained), then the informers.
+// leave are cancelled and drained), then, once hand-offs pause, the
+// informers. A widening still waiting for its informers is cancelled; what of
+// it keep retains is widened again.
 func (s *sharder) revoke(ctx context.Context, keep reflector.Shard) error {
+	s.ctlMu.Lock()
+	defer s.ctlMu.Unlock()
 	s.mu.Lock()
 	s.held = keep // what is added from now on starts narrowed
+	s.gen++
+	if s.widening != nil {
+		s.widening()
+		s.widening = nil
+	}
 	ctls := s.controllers
 	s.mu.Unlock()
+	narrowed := intersect(s.ctlShard, keep)
 	for _, c := range ctls {
-		if err := c.restrict(ctx, keep); err != nil {
+		if err := c.restrict(ctx, narrowed); err != nil {
 			return fmt.Errorf("controller %q: %w", c.name, err) // the member keeps the slots and retries
 		}
 	}
+	s.ctlShard = narrowed
+	if !narrowed.Covers(keep) {
+		s.widen(keep)
+	}
 	s.scheduleRescope() // the informers may hold more than the keys meanwhile: they are fenced
 	return nil
+}
+
+// grant widens the informers at once, and the controllers once the informers
+// hold every object of hold.
+func (s *sharder) grant(hold reflector.Shard) {
+	s.ctlMu.Lock()
+	defer s.ctlMu.Unlock()
+	s.mu.Lock()
+	s.held = hold
+	s.gen++
+	if s.widening != nil {
+		s.widening()
+		s.widening = nil
+	}
+	for _, inf := range s.informers {
+		if want := forRule(hold, inf.rule); !inf.inf.Shard().Covers(want) {
+			_ = inf.inf.SetShard(want) // hold is valid: it cannot fail
+		}
+	}
+	s.mu.Unlock()
+	s.widen(hold)
+}
+
+// widen restricts the controllers to target once every sharded informer
+// holds it, unless a grant or revoke comes first or the sharder stops.
+// Requires ctlMu held.
+func (s *sharder) widen(target reflector.Shard) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.widening = cancel
+	gen, infs := s.gen, s.informers
+	s.widens.Go(func() {
+		defer cancel()
+		for _, inf := range infs {
+			if err := inf.inf.WaitForShard(ctx, forRule(target, inf.rule)); err != nil {
+				return // cancelled, or the informer stopped: the manager is stopping
+			}
+		}
+		s.ctlMu.Lock()
+		defer s.ctlMu.Unlock()
+		s.mu.Lock()
+		current := s.gen == gen && !s.stopped
+		ctls := s.controllers
+		s.mu.Unlock()
+		if !current {
+			return
+		}
+		for _, c := range ctls {
+			_ = c.restrict(context.Background(), target) // a widening refuses nothing in flight: it returns at once
+		}
+		s.ctlShard = target
+	})
+}
+
+// intersect returns the shard of the hashes in both a and b, of a's Field.
+func intersect(a, b reflector.Shard) reflector.Shard {
+	out := reflector.Shard{Field: a.Field}
+	for _, ra := range a.Ranges {
+		for _, rb := range b.Ranges {
+			start := max(ra.Start, rb.Start)
+			end := ra.End
+			if end == 0 || (rb.End != 0 && rb.End < end) {
+				end = rb.End
+			}
+			if end == 0 || start < end {
+				out.Ranges = append(out.Ranges, reflector.Range{Start: start, End: end})
+			}
+		}
+	}
+	return out
 }
 
 // scheduleRescope re-scopes the informers to what is held once hand-offs
@@ -178,36 +310,27 @@ func (s *sharder) scheduleRescope() {
 
 func (s *sharder) applyRescope() {
 	s.mu.Lock()
-	held, infs := s.held, s.informers
-	s.mu.Unlock()
-	for _, inf := range infs {
-		if !slices.Equal(inf.shard().Ranges, forRule(held, inf.rule).Ranges) {
-			_ = inf.setShard(forRule(held, inf.rule)) // held is valid: it cannot fail
+	defer s.mu.Unlock()
+	for _, inf := range s.informers {
+		if want := forRule(s.held, inf.rule); !slices.Equal(inf.inf.Shard().Ranges, want.Ranges) {
+			_ = inf.inf.SetShard(want) // held is valid: it cannot fail
 		}
 	}
 }
 
-// stop cancels a pending re-scope; after it none starts.
+// stop cancels a pending re-scope and widening, and waits for the widening;
+// after it none starts.
 func (s *sharder) stop() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.stopped = true
 	if s.rescope != nil {
 		s.rescope.Stop()
 	}
-}
-
-// grant widens the controllers, then the informers, whose new objects then
-// find their keys let in.
-func (s *sharder) grant(hold reflector.Shard) {
-	s.mu.Lock()
-	s.held = hold
-	ctls := s.controllers
-	s.mu.Unlock()
-	for _, c := range ctls {
-		_ = c.restrict(context.Background(), hold) // nothing in flight is refused: it returns at once
+	if s.widening != nil {
+		s.widening()
 	}
-	s.scheduleRescope()
+	s.mu.Unlock()
+	s.widens.Wait()
 }
 
 // shardFor is the shard an informer of rule holds now.
@@ -219,12 +342,12 @@ func (s *sharder) shardFor(rule ShardRule) reflector.Shard {
 
 // addInformer registers a sharded informer made with shard initial, and
 // re-scopes it if a hand-off came in between.
-func (s *sharder) addInformer(name string, rule ShardRule, setShard func(reflector.Shard) error, shard func() reflector.Shard, initial reflector.Shard) {
+func (s *sharder) addInformer(name string, rule ShardRule, inf shardable, initial reflector.Shard) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.informers = append(s.informers, shardedInformer{name: name, rule: rule, setShard: setShard, shard: shard})
+	s.informers = append(s.informers, shardedInformer{name: name, rule: rule, inf: inf})
 	if now := forRule(s.held, rule); !slices.Equal(now.Ranges, initial.Ranges) {
-		_ = setShard(now)
+		_ = inf.SetShard(now)
 	}
 }
 
@@ -251,11 +374,11 @@ func (s *sharder) checkMapping(mapping *meta.RESTMapping, rule ShardRule) error 
 
 // AddSharded adds ctl (see Manager.Add) as a sharded controller: it reconciles
 // only the keys owns places in the shard this replica holds, from the start
-// (nothing until the first slots are held). Hand-offs are fenced: a key
-// leaves with its reconciles cancelled (cause reconcile.ErrRevoked) and
-// drained before another replica may take it. ctl must be made with
-// reconcile.Config.Restrictable. OwnsByObject makes owns for the usual
-// controller, whose keys name objects of a ShardByObject informer.
+// (nothing until the first slots are held and its informers hold them).
+// Hand-offs are fenced: a key leaves with its reconciles cancelled (cause
+// reconcile.ErrRevoked) and drained before another replica may take it. ctl
+// must be made with reconcile.Config.Restrictable. OwnsKey is owns for keys
+// that are object names.
 func AddSharded[K comparable](m *Manager, ctl *reconcile.Controller[K], owns func(sh reflector.Shard, key K) bool) error {
 	s := m.sharder
 	switch {
@@ -267,14 +390,16 @@ func AddSharded[K comparable](m *Manager, ctl *reconcile.Controller[K], owns fun
 	restrict := func(ctx context.Context, sh reflector.Shard) error {
 		return ctl.Restrict(ctx, func(k K) bool { return owns(sh, k) })
 	}
-	// Restricted to the shard held now, and known to the hand-offs from now
-	// on, before it can start.
-	s.mu.Lock()
-	err := restrict(context.Background(), s.held)
+	// Restricted to what the controllers may reconcile now, and known to the
+	// hand-offs from now on, before it can start.
+	s.ctlMu.Lock()
+	err := restrict(context.Background(), s.ctlShard)
 	if err == nil {
+		s.mu.Lock()
 		s.controllers = append(s.controllers, shardedController{ctl: ctl, name: ctl.Name(), restrict: restrict})
+		s.mu.Unlock()
 	}
-	s.mu.Unlock()
+	s.ctlMu.Unlock()
 	if err != nil {
 		return fmt.Errorf("manager: AddSharded %q: %w", ctl.Name(), err)
 	}
@@ -287,28 +412,12 @@ func AddSharded[K comparable](m *Manager, ctl *reconcile.Controller[K], owns fun
 	return nil
 }
 
-// OwnsByObject is the owns of AddSharded for a controller whose keys name
-// objects of inf, an informer sharded ShardByObject: by namespace, the key's
-// namespace places it; by UID, the object's UID as inf holds it, or, for an
-// object gone from inf, the UID it had (informer.DepartedUID); a key of an
-// object inf never held is refused.
-func OwnsByObject[T reflector.Object](inf *informer.Informer[T]) func(reflector.Shard, types.NamespacedName) bool {
-	return func(sh reflector.Shard, key types.NamespacedName) bool {
-		if sh.Field == reflector.ShardByNamespace {
-			return sh.Contains(key.Namespace, "")
-		}
-		k := key.Name
-		if key.Namespace != "" {
-			k = key.Namespace + "/" + key.Name
-		}
-		if obj, ok := inf.Indexer().Get(k); ok {
-			return sh.ContainsObject(obj)
-		}
-		if uid, ok := inf.DepartedUID(k); ok {
-			return sh.Contains("", string(uid))
-		}
-		return false
-	}
+// OwnsKey is the owns of AddSharded for a controller whose keys name objects
+// (reconcile.ByObject, ByControllerOwner): the key is owned by the replica
+// whose shard holds it (reflector.Shard.ContainsKey), whatever any cache
+// holds, so that one replica at most owns it at any moment.
+func OwnsKey(sh reflector.Shard, key types.NamespacedName) bool {
+	return sh.ContainsKey(key.Namespace, key.Name)
 }
 
 // ShardStatus is a snapshot of this replica's part in its group.

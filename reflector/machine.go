@@ -1,6 +1,7 @@
 package reflector
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -157,7 +158,8 @@ func (m *machine[T]) relist(rv string) state {
 func (m *machine[T]) list(ctx context.Context, s listing) state {
 	m.setState(StateListing)
 	m.startReusing()
-	opts := m.options()
+	listed := m.r.shard.Load()
+	opts := m.optionsFor(listed)
 	opts.ResourceVersion = s.rv
 	if m.cfg.PageSize > 0 && !s.whole && (s.rv == "" || s.rv == "0" || m.serverPaginates) {
 		opts.Limit = m.cfg.PageSize
@@ -230,7 +232,7 @@ func (m *machine[T]) list(ctx context.Context, s listing) state {
 		opts.Continue = lm.Continue
 		opts.ResourceVersion = "" // the token carries it
 	}
-	if err := m.r.store.Replace(items, rv); err != nil {
+	if err := m.replace(items, rv, listed); err != nil {
 		return m.fail("store", fmt.Errorf("replace: %w", err), s)
 	}
 	m.stored(rv, false)
@@ -259,7 +261,8 @@ func (m *machine[T]) listFailed(err error, s listing) state {
 func (m *machine[T]) empty(ctx context.Context, s state) state {
 	m.setState(StateListing)
 	m.r.relistWanted.Store(false) // this is the list asked for
-	opts := m.options()
+	listed := m.r.shard.Load()
+	opts := m.optionsFor(listed)
 	opts.Limit = 1
 	page, _, refused, lm, err := m.listPage(ctx, opts)
 	if err != nil {
@@ -285,7 +288,7 @@ func (m *machine[T]) empty(ctx context.Context, s state) state {
 	if lm.ResourceVersion == "" {
 		return m.fail("list", errors.New("the server's list carried no resourceVersion"), s)
 	}
-	if err := m.r.store.Replace(nil, lm.ResourceVersion); err != nil {
+	if err := m.replace(nil, lm.ResourceVersion, listed); err != nil {
 		return m.fail("store", fmt.Errorf("replace: %w", err), s)
 	}
 	m.stored(lm.ResourceVersion, false)
@@ -326,7 +329,8 @@ func capacity(first int, remaining *int64) int {
 func (m *machine[T]) stream(ctx context.Context, s streaming) state {
 	m.setState(StateListing)
 	m.startReusing()
-	opts := m.options()
+	asked := m.r.shard.Load()
+	opts := m.optionsFor(asked)
 	opts.ResourceVersion = s.rv
 	opts.ResourceVersionMatch = metav1.ResourceVersionMatchNotOlderThan
 	yes := true
@@ -462,7 +466,7 @@ func (m *machine[T]) stream(ctx context.Context, s streaming) state {
 				// server filtered (its streams carry no ShardInfo to say so).
 				m.shardFiltering(ShardFilteringServer)
 			}
-			if err := m.r.store.Replace(buf.items, ev.rv); err != nil {
+			if err := m.replace(buf.items, ev.rv, asked); err != nil {
 				stop()
 				return m.fail("store", fmt.Errorf("replace: %w", err), s)
 			}
@@ -878,7 +882,23 @@ func (m *machine[T]) fail(verb string, err error, retry state) state {
 
 // options returns the ListOptions common to every request.
 func (m *machine[T]) options() metav1.ListOptions {
-	return metav1.ListOptions{LabelSelector: m.cfg.LabelSelector, FieldSelector: m.cfg.FieldSelector, ShardSelector: m.r.shard.Load().Selector()}
+	return m.optionsFor(m.r.shard.Load())
+}
+
+func (m *machine[T]) optionsFor(sh *Shard) metav1.ListOptions {
+	return metav1.ListOptions{LabelSelector: m.cfg.LabelSelector, FieldSelector: m.cfg.FieldSelector, ShardSelector: sh.Selector()}
+}
+
+// replace hands a complete list to the store, after recording for ListedShard
+// what it covers: the shard it was asked for with (listed), unless SetShard
+// came since (then nothing: a relist follows).
+func (m *machine[T]) replace(items []T, rv string, listed *Shard) error {
+	covered := listed
+	if m.r.shard.Load() != listed {
+		covered = &Shard{Field: cmp.Or(listed.Field, ShardByUID)} // the empty shard
+	}
+	m.r.listed.Store(covered)
+	return m.r.store.Replace(items, rv)
 }
 
 // watchContext sets a random timeout in opts and returns the context for

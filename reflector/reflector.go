@@ -328,6 +328,9 @@ type Reflector[T Object] struct {
 	relistWanted atomic.Bool
 	// shard is Config.Shard, or what SetShard set since; never nil.
 	shard atomic.Pointer[Shard]
+	// listed is what the last list handed to the store covers (ListedShard);
+	// nil before the first.
+	listed atomic.Pointer[Shard]
 
 	mu sync.Mutex
 	// endWatch ends the open watch for Relist; nil when none is open.
@@ -436,6 +439,22 @@ func (r *Reflector[T]) SetShard(s Shard) error {
 	r.shard.Store(&s)
 	r.Relist()
 	return nil
+}
+
+// ListedShard returns what the last complete list handed to the store (its
+// Replace) covers: the store then held every object of that shard, as of the
+// list's resourceVersion. It is the shard the list was asked for, or the empty
+// shard if SetShard changed the shard while it ran (a relist follows), and
+// false before the first list. A store may call it from its Replace to learn
+// what the list it is given covers.
+func (r *Reflector[T]) ListedShard() (Shard, bool) {
+	p := r.listed.Load()
+	if p == nil {
+		return Shard{}, false
+	}
+	s := *p
+	s.Ranges = slices.Clone(s.Ranges)
+	return s, true
 }
 
 // Shard returns the shard the reflector holds: Config.Shard, or the last

@@ -9,17 +9,24 @@ import (
 )
 
 // Fields a Shard can hash. The first two are KEP-5866's shardRange fields,
-// which a server with the ShardedListAndWatch gate filters by;
-// ShardByControllerUID is ctrlkit's own, filtered by the reflector only.
+// which a server with the ShardedListAndWatch gate filters by; the last two
+// are ctrlkit's own, filtered by the reflector only (it receives the whole
+// collection and keeps its shard).
 const (
 	ShardByUID       = "object.metadata.uid"
 	ShardByNamespace = "object.metadata.namespace"
-	// ShardByControllerUID hashes the UID of the object's controller (its
-	// ownerReference with controller: true), so that children land in the
-	// shard of their owner sharded ByUID; an object without a controller
-	// hashes "". The server cannot filter by it: the reflector receives the
-	// whole collection and keeps its shard.
-	ShardByControllerUID = "object.metadata.ownerReferences.controller.uid"
+	// ShardByName hashes the object's key: "namespace/name", or "name" for
+	// a cluster-scoped object. A key keeps its place across a delete and
+	// re-create (a new UID), so that a controller whose keys are names can
+	// own them by this placement alone.
+	ShardByName = "object.metadata.namespace/name"
+	// ShardByControllerName hashes the key of the object's controller (its
+	// ownerReference with controller: true) as the controller's own
+	// ShardByName would: "namespace/<controller name>", or "<controller
+	// name>" for a cluster-scoped object. Children land with their owner,
+	// also with an owner deleted and re-created under the same name. An
+	// object without a controller hashes its own key.
+	ShardByControllerName = "object.metadata.ownerReferences.controller.name"
 )
 
 // Shard restricts a reflector to the objects whose Field hashes (64-bit
@@ -81,8 +88,9 @@ func (s Shard) Selector() string {
 	return b.String()
 }
 
-// Contains reports whether an object of this namespace and UID is in the
-// shard. For ShardByControllerUID, uid is the controller's UID.
+// Contains reports whether an object of this namespace and UID is in a
+// shard of Field ShardByUID or ShardByNamespace; see ContainsKey for the
+// placements by name.
 func (s Shard) Contains(namespace, uid string) bool {
 	if s.IsZero() {
 		return true
@@ -94,6 +102,24 @@ func (s Shard) Contains(namespace, uid string) bool {
 	return s.ContainsHash(Hash(v))
 }
 
+// ContainsKey reports whether the key namespace/name ("name" when namespace
+// is "") is in a shard of Field ShardByName, ShardByControllerName (the key
+// is then the controller's) or ShardByNamespace. It depends on nothing but
+// the key: every replica computes the same from the same shard, whatever it
+// caches. A shard of Field ShardByUID contains no key: a UID is no function of
+// a name.
+func (s Shard) ContainsKey(namespace, name string) bool {
+	switch {
+	case s.IsZero():
+		return true
+	case s.Field == ShardByNamespace:
+		return s.ContainsHash(Hash(namespace))
+	case s.Field == ShardByName || s.Field == ShardByControllerName:
+		return s.ContainsHash(HashKey(namespace, name))
+	}
+	return false
+}
+
 // ContainsObject reports whether obj is in the shard, by the shard's Field.
 func (s Shard) ContainsObject(obj metav1.Object) bool {
 	if s.IsZero() {
@@ -102,8 +128,14 @@ func (s Shard) ContainsObject(obj metav1.Object) bool {
 	switch s.Field {
 	case ShardByNamespace:
 		return s.ContainsHash(Hash(obj.GetNamespace()))
-	case ShardByControllerUID:
-		return s.ContainsHash(Hash(string(ControllerUID(obj))))
+	case ShardByName:
+		return s.ContainsHash(HashKey(obj.GetNamespace(), obj.GetName()))
+	case ShardByControllerName:
+		name := obj.GetName()
+		if ref := controllerOf(obj); ref != nil {
+			name = ref.Name
+		}
+		return s.ContainsHash(HashKey(obj.GetNamespace(), name))
 	}
 	return s.ContainsHash(Hash(string(obj.GetUID())))
 }
@@ -111,12 +143,42 @@ func (s Shard) ContainsObject(obj metav1.Object) bool {
 // ControllerUID returns the UID of obj's controller (its ownerReference with
 // controller: true), "" if it has none.
 func ControllerUID(obj metav1.Object) types.UID {
-	for _, ref := range obj.GetOwnerReferences() {
-		if ref.Controller != nil && *ref.Controller {
-			return ref.UID
-		}
+	if ref := controllerOf(obj); ref != nil {
+		return ref.UID
 	}
 	return ""
+}
+
+// controllerOf returns obj's ownerReference with controller: true, nil if it
+// has none.
+func controllerOf(obj metav1.Object) *metav1.OwnerReference {
+	refs := obj.GetOwnerReferences()
+	for i := range refs {
+		if refs[i].Controller != nil && *refs[i].Controller {
+			return &refs[i]
+		}
+	}
+	return nil
+}
+
+// HashKey is the hash ShardByName places a key by: 64-bit FNV-1a of
+// "namespace/name" (of name alone when namespace is ""), then mixed so that
+// every bit of it moves with every byte. FNV-1a alone barely moves its high
+// bits with the last bytes, and names often differ only there (web-1,
+// web-2): unmixed, they would crowd into one shard.
+func HashKey(namespace, name string) uint64 {
+	h := uint64(14695981039346656037)
+	if namespace != "" {
+		h = hashOn(h, namespace)
+		h = hashOn(h, "/")
+	}
+	h = hashOn(h, name)
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 33
+	return h
 }
 
 // ContainsHash reports whether a hash (see Hash) is in the shard.
@@ -135,7 +197,11 @@ func (s Shard) ContainsHash(h uint64) bool {
 // Hash is the hash a Shard places a field's value by: 64-bit FNV-1a,
 // computed without allocating.
 func Hash(value string) uint64 {
-	h := uint64(14695981039346656037) // FNV-1a's offset basis
+	return hashOn(14695981039346656037, value) // FNV-1a's offset basis
+}
+
+// hashOn goes on hashing value from h.
+func hashOn(h uint64, value string) uint64 {
 	for i := 0; i < len(value); i++ {
 		h ^= uint64(value[i])
 		h *= 1099511628211 // FNV's 64-bit prime
@@ -147,8 +213,10 @@ func (s Shard) validate() error {
 	if s.IsZero() {
 		return nil
 	}
-	if s.Field != ShardByUID && s.Field != ShardByNamespace && s.Field != ShardByControllerUID {
-		return fmt.Errorf("reflector: Shard.Field %q: want %q, %q or %q", s.Field, ShardByUID, ShardByNamespace, ShardByControllerUID)
+	switch s.Field {
+	case ShardByUID, ShardByNamespace, ShardByName, ShardByControllerName:
+	default:
+		return fmt.Errorf("reflector: Shard.Field %q: want %q, %q, %q or %q", s.Field, ShardByUID, ShardByNamespace, ShardByName, ShardByControllerName)
 	}
 	for _, r := range s.Ranges {
 		if r.End != 0 && r.End <= r.Start {
@@ -156,6 +224,32 @@ func (s Shard) validate() error {
 		}
 	}
 	return nil
+}
+
+// Covers reports whether every object of shard t is in s: s is the zero
+// Shard, or both have the same Field and each range of t lies in a range of
+// s. A Shard's ranges are compared one by one: adjacent ranges of s must be
+// merged for a range of t spanning them to count.
+func (s Shard) Covers(t Shard) bool {
+	if s.IsZero() {
+		return true
+	}
+	if t.IsZero() || s.Field != t.Field {
+		return false
+	}
+	for _, tr := range t.Ranges {
+		in := false
+		for _, sr := range s.Ranges {
+			if tr.Start >= sr.Start && (sr.End == 0 || (tr.End != 0 && tr.End <= sr.End)) {
+				in = true
+				break
+			}
+		}
+		if !in {
+			return false
+		}
+	}
+	return true
 }
 
 // SplitShards divides the hash space of field into n equal single-range

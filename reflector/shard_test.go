@@ -222,8 +222,9 @@ func TestSetShard(t *testing.T) {
 	}
 }
 
-// TestShardByControllerAndEmptyShard: a shard by the controller's UID keeps
-// the children of the owners in its range, is filtered by the reflector alone
+// TestShardByControllerAndEmptyShard: a shard by the controller's key keeps
+// the children of the owners in its range (an object without a controller by
+// its own key), is filtered by the reflector alone
 // (no selector sent; client-side filtering reported at once, also when no
 // object outside came), and the empty shard holds nothing, asking the server
 // for the range [0, 1).
@@ -233,18 +234,14 @@ func TestShardByControllerAndEmptyShard(t *testing.T) {
 			bubble(t, func(t *testing.T) {
 				srv := reflectortest.NewServer[configMap](reflectortest.Config{WatchList: true})
 				yes := true
-				owners := make([]types.UID, 6)
-				for i := range owners {
-					owners[i] = shardObject(100 + i).UID
-				}
 				for i := range 48 {
 					c := shardObject(i)
 					if i%8 != 0 { // every 8th has no controller
-						c.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Owner", Name: "o", UID: owners[i%6], Controller: &yes}}
+						c.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Owner", Name: fmt.Sprintf("owner-%d", i%6), UID: shardObject(100 + i%6).UID, Controller: &yes}}
 					}
 					mustCreate(t, srv, c)
 				}
-				half := SplitShards(ShardByControllerUID, 2)[0]
+				half := SplitShards(ShardByControllerName, 2)[0]
 				st := newMemStore[configMap]()
 				r := New(srv, st, Config[configMap]{WatchList: mode, Shard: half})
 				start(t, r)
@@ -257,11 +254,11 @@ func TestShardByControllerAndEmptyShard(t *testing.T) {
 				byHand := map[string]configMap{}
 				for _, o := range srv.Items() {
 					for _, ref := range o.OwnerReferences {
-						if half.Contains("", string(ref.UID)) {
+						if half.ContainsHash(HashKey(o.Namespace, ref.Name)) {
 							byHand[o.Namespace+"/"+o.Name] = o
 						}
 					}
-					if len(o.OwnerReferences) == 0 && half.Contains("", "") {
+					if len(o.OwnerReferences) == 0 && half.ContainsHash(HashKey(o.Namespace, o.Name)) {
 						byHand[o.Namespace+"/"+o.Name] = o
 					}
 				}
@@ -387,6 +384,124 @@ func TestEmptyShardNeitherListsNorWatches(t *testing.T) {
 				}
 				if err := rr.stop(); err != nil {
 					t.Fatalf("Run returned %v", err)
+				}
+			})
+		})
+	}
+}
+
+// TestShardByNameKeepsKeys: a shard by name places an object by its key
+// alone, so a key deleted and re-created with another UID stays where it was
+// (a shard by UID moves it); ContainsKey of a controller's key agrees with
+// where ShardByControllerName puts its children; and the splits of the name
+// fields hold each key exactly once.
+func TestShardByNameKeepsKeys(t *testing.T) {
+	yes := true
+	for n := 1; n <= 5; n++ {
+		names := SplitShards(ShardByName, n)
+		kids := SplitShards(ShardByControllerName, n)
+		moved := 0
+		for k := range 400 {
+			ns, name := fmt.Sprintf("ns-%d", k%7), fmt.Sprintf("obj-%d", k)
+			if k%11 == 0 {
+				ns = "" // cluster-scoped
+			}
+			in := 0
+			for i, sh := range names {
+				first := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(fmt.Sprintf("a-%d", k))}}
+				again := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(fmt.Sprintf("b-%d", k))}}
+				if sh.ContainsObject(first) != sh.ContainsObject(again) || sh.ContainsObject(first) != sh.ContainsKey(ns, name) {
+					t.Fatalf("%d/%d: %s/%s re-created moves, or ContainsKey disagrees", i, n, ns, name)
+				}
+				child := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "child-" + name,
+					OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Owner", Name: name, UID: first.UID, Controller: &yes}}}}
+				if kids[i].ContainsObject(child) != sh.ContainsKey(ns, name) {
+					t.Fatalf("%d/%d: the child of %s/%s is not with its owner", i, n, ns, name)
+				}
+				if sh.ContainsKey(ns, name) {
+					in++
+				}
+				byUID := SplitShards(ShardByUID, n)[i]
+				if n > 1 && byUID.ContainsObject(first) != byUID.ContainsObject(again) {
+					moved++
+				}
+			}
+			if in != 1 {
+				t.Fatalf("%s/%s is in %d of %d shards", ns, name, in, n)
+			}
+		}
+		if n > 1 && moved == 0 {
+			t.Fatalf("no re-created object moved between shards by UID: the test shows nothing")
+		}
+	}
+	if (Shard{Field: ShardByUID, Ranges: []Range{{0, 0}}}).ContainsKey("ns", "a") {
+		t.Error("a shard by UID claims a key")
+	}
+	if err := (Shard{Field: ShardByName}).validate(); err != nil {
+		t.Errorf("ShardByName does not validate: %v", err)
+	}
+	if (Shard{Field: ShardByName, Ranges: []Range{{0, 0}}}).Selector() != "" {
+		t.Error("a shard by name asks the server to filter by a field it cannot")
+	}
+}
+
+// TestShardCovers: Covers is range inclusion, the zero Shard covering all.
+func TestShardCovers(t *testing.T) {
+	q := uint64(1) << 62
+	whole := Shard{Field: ShardByName, Ranges: []Range{{0, 0}}}
+	left := Shard{Field: ShardByName, Ranges: []Range{{0, 2 * q}}}
+	right := Shard{Field: ShardByName, Ranges: []Range{{2 * q, 0}}}
+	for _, c := range []struct {
+		s, t Shard
+		want bool
+	}{
+		{Shard{}, right, true},
+		{whole, left, true},
+		{whole, right, true},
+		{left, right, false},
+		{right, Shard{Field: ShardByName, Ranges: []Range{{3 * q, 0}}}, true},
+		{left, Shard{Field: ShardByName, Ranges: []Range{{q, 2 * q}}}, true},
+		{left, Shard{Field: ShardByName, Ranges: []Range{{q, 0}}}, false},
+		{left, Shard{Field: ShardByName}, true}, // the empty shard
+		{whole, Shard{}, false},
+		{Shard{Field: ShardByUID, Ranges: []Range{{0, 0}}}, left, false},
+	} {
+		if got := c.s.Covers(c.t); got != c.want {
+			t.Errorf("%v.Covers(%v) = %v, want %v", c.s, c.t, got, c.want)
+		}
+	}
+}
+
+// TestListedShard: ListedShard says what the last list stored covers: the
+// shard asked for, after the list that SetShard started.
+func TestListedShard(t *testing.T) {
+	for _, mode := range []WatchListMode{WatchListOff, WatchListOn} {
+		t.Run(mode.String(), func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
+				srv := reflectortest.NewServer[configMap](reflectortest.Config{WatchList: true})
+				for i := range 20 {
+					mustCreate(t, srv, shardObject(i))
+				}
+				halves := SplitShards(ShardByName, 2)
+				st := newMemStore[configMap]()
+				r := New(srv, st, Config[configMap]{WatchList: mode, Shard: halves[0]})
+				if _, ok := r.ListedShard(); ok {
+					t.Fatal("ListedShard before any list")
+				}
+				start(t, r)
+				synctest.Wait()
+				if got, ok := r.ListedShard(); !ok || !got.Covers(halves[0]) || got.Covers(halves[1]) {
+					t.Fatalf("ListedShard = %v, %v; want the first half", got, ok)
+				}
+				if err := r.SetShard(SplitShards(ShardByName, 1)[0]); err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait()
+				if got, _ := r.ListedShard(); !got.Covers(halves[1]) {
+					t.Fatalf("ListedShard = %v after widening to the whole space", got)
+				}
+				if fmt.Sprint(st.Contents()) != fmt.Sprint(shardContents(srv, Shard{})) {
+					t.Fatalf("store %v after widening", st.Contents())
 				}
 			})
 		})

@@ -13,16 +13,35 @@
 // its Lease, then holds it (and calls Grant) only after reading every other
 // live Lease, after its own write, and finding the slot on none. Reads and
 // writes are linearizable (etcd behind kube-apiserver), so two members never
-// hold one slot at once. A member that cannot renew its Lease for RenewDeadline
-// revokes everything before its Lease can expire in the others' eyes (as
-// leader election does, this assumes clocks that advance at about the same
-// rate); a member that dies holds its slots until its Lease expires, which
-// bounds the take-over.
+// hold one slot at once.
+//
+// Liveness is judged by each member's own monotonic clock, never by another's
+// wall clock: a member counts another's Lease live until LeaseDuration (as the
+// Lease states it, at most MaxLeaseDuration) has passed since it last saw the
+// Lease change, and drops every slot once RenewDeadline has passed since it
+// sent its own last successful renewal. The renewTime written on a Lease is for
+// people and tools; no member reads it. What this assumes:
+//   - clocks advance at about the same rate on every node (their offsets and
+//     steps of the wall clock do not matter): LeaseDuration - RenewDeadline
+//     must cover the drift over a LeaseDuration, and the drain (Revoke) must
+//     end within it;
+//   - every member of a group uses the same Slots, and LeaseDuration no
+//     shorter than any other member's RenewDeadline;
+//   - identities are unique: a member whose Lease another process writes (the
+//     same Identity started twice) stops with ErrDuplicateIdentity, and a
+//     member that finds its Lease held by an instance it does not know waits
+//     until it has seen that Lease unchanged for its duration before taking it.
+//
+// A member that dies holds its slots until the others have seen its Lease
+// unchanged for its duration, which bounds the take-over; a Lease nobody
+// renews, whatever it states, stalls its slots for MaxLeaseDuration at most.
 package shard
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -49,10 +68,19 @@ const (
 	DefaultLeaseDuration = 15 * time.Second
 )
 
+// MaxLeaseDuration bounds Config.LeaseDuration, and how long a member counts
+// another's unchanging Lease live whatever duration that Lease states.
+const MaxLeaseDuration = 5 * time.Minute
+
+// ErrDuplicateIdentity is Run's error when another process writes this
+// member's Lease: two replicas run with one Identity.
+var ErrDuplicateIdentity = errors.New("shard: another replica runs with this identity")
+
 const (
-	groupLabel      = "ctrlkit.io/shard-group"
-	claimAnnotation = "ctrlkit.io/shard-claimed"
-	holdAnnotation  = "ctrlkit.io/shard-held"
+	groupLabel         = "ctrlkit.io/shard-group"
+	claimAnnotation    = "ctrlkit.io/shard-claimed"
+	holdAnnotation     = "ctrlkit.io/shard-held"
+	instanceAnnotation = "ctrlkit.io/shard-instance"
 )
 
 // Config configures a Member.
@@ -65,14 +93,15 @@ type Config struct {
 	// Identity names this member, unique in the group (the pod name, say).
 	// Required.
 	Identity string
-	// Field is what objects are placed by: reflector.ShardByUID or
-	// reflector.ShardByNamespace. Required.
+	// Field is what the slots' hashes place: reflector.ShardByName,
+	// ShardByNamespace or ShardByUID (the Shard handed to Revoke and Grant
+	// has it). Required.
 	Field string
 	// Slots is how many equal slots the hash space is cut into; every member
 	// must use the same. Default DefaultSlots.
 	Slots int
-	// LeaseDuration is how long a Lease stays live without renewal. Default
-	// DefaultLeaseDuration. RenewPeriod is how often a member renews its
+	// LeaseDuration is how long a Lease stays live without renewal, at most
+	// MaxLeaseDuration. Default DefaultLeaseDuration. RenewPeriod is how often a member renews its
 	// Lease and looks at the others (default LeaseDuration/5); RenewDeadline
 	// how long it keeps its slots without a successful renewal (default
 	// LeaseDuration*2/3).
@@ -94,16 +123,32 @@ type Config struct {
 // Member is one replica's membership of a group. Create it with New and call
 // Run once.
 type Member struct {
-	cfg  Config
-	name string // of the member's Lease
+	cfg      Config
+	name     string // of the member's Lease
+	instance string // written on the Lease: tells this process from another of the same Identity
+
+	// seen is what the rounds saw of each Lease of the group, by name; only
+	// Run's goroutine uses it.
+	seen map[string]sighting
 
 	mu      sync.Mutex
 	held    map[int]bool
 	claimed map[int]bool
 	members []string // live members in the last round, sorted
-	// renewed is the renewTime of the last Lease write that succeeded: the
-	// others count the Lease live until renewed + LeaseDuration.
+	// renewed is when (this process's clock, with its monotonic reading) the
+	// last Lease write that succeeded was sent: the others saw the Lease
+	// change after that, and count it live until at least renewed +
+	// LeaseDuration.
 	renewed time.Time
+	// wrote is set by the first write of the Lease: from then on, another
+	// instance's mark on it is a duplicate identity. Before it, foreignSince
+	// is when the Lease, marked by another instance, was first seen: a
+	// change after that is a duplicate too. Both are Run's goroutine's.
+	wrote        bool
+	foreignSince time.Time
+	// duplicate is set once another process was found writing this
+	// member's Lease; Run then stops.
+	duplicate bool
 	// epoch counts dropAll's: a round that began before one does not hold
 	// or grant what it decided.
 	epoch int64
@@ -125,8 +170,8 @@ func New(cfg Config) (*Member, error) {
 		return nil, errors.New("shard: Config.Client is nil")
 	case cfg.Namespace == "" || cfg.Group == "" || cfg.Identity == "":
 		return nil, errors.New("shard: Config.Namespace, Group and Identity are required")
-	case cfg.Field != reflector.ShardByUID && cfg.Field != reflector.ShardByNamespace:
-		return nil, fmt.Errorf("shard: Config.Field %q: want %q or %q", cfg.Field, reflector.ShardByUID, reflector.ShardByNamespace)
+	case cfg.Field != reflector.ShardByName && cfg.Field != reflector.ShardByNamespace && cfg.Field != reflector.ShardByUID:
+		return nil, fmt.Errorf("shard: Config.Field %q: want %q, %q or %q", cfg.Field, reflector.ShardByName, reflector.ShardByNamespace, reflector.ShardByUID)
 	case cfg.Revoke == nil || cfg.Grant == nil:
 		return nil, errors.New("shard: Config.Revoke and Grant are required")
 	case cfg.Slots < 0 || cfg.LeaseDuration < 0 || cfg.RenewPeriod < 0 || cfg.RenewDeadline < 0:
@@ -147,7 +192,17 @@ func New(cfg Config) (*Member, error) {
 	if cfg.RenewDeadline >= cfg.LeaseDuration || cfg.RenewPeriod >= cfg.RenewDeadline {
 		return nil, errors.New("shard: want RenewPeriod < RenewDeadline < LeaseDuration")
 	}
-	return &Member{cfg: cfg, name: cfg.Group + "-" + cfg.Identity, held: map[int]bool{}, claimed: map[int]bool{}, lease: make(chan struct{}, 1)}, nil
+	if cfg.LeaseDuration > MaxLeaseDuration {
+		return nil, fmt.Errorf("shard: Config.LeaseDuration %v is over MaxLeaseDuration %v", cfg.LeaseDuration, MaxLeaseDuration)
+	}
+	var token [12]byte
+	if _, err := rand.Read(token[:]); err != nil {
+		return nil, fmt.Errorf("shard: instance token: %w", err)
+	}
+	return &Member{
+		cfg: cfg, name: cfg.Group + "-" + cfg.Identity, instance: hex.EncodeToString(token[:]),
+		seen: map[string]sighting{}, held: map[int]bool{}, claimed: map[int]bool{}, lease: make(chan struct{}, 1),
+	}, nil
 }
 
 // Status is a snapshot of a member.
@@ -169,26 +224,54 @@ func (m *Member) Status() Status {
 
 // Run holds the member's Lease and follows the group until ctx ends; then it
 // revokes everything and deletes its Lease, so that the others take its slots
-// at once. It returns nil after a clean stop.
+// at once. It returns nil after a clean stop, and ErrDuplicateIdentity, having
+// revoked everything and left the Lease to the other process, if another
+// process writes this member's Lease.
 func (m *Member) Run(ctx context.Context) error {
-	watchCtx, stopWatch := context.WithCancel(ctx)
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
 	var watched sync.WaitGroup
-	watched.Go(func() { m.deadline(watchCtx) })
-	watched.Go(func() { m.keepAlive(watchCtx) })
+	watched.Go(func() { m.deadline(runCtx) })
+	watched.Go(func() { m.keepAlive(runCtx, stop) })
 	tick := time.NewTicker(m.cfg.RenewPeriod)
 	defer tick.Stop()
 	for {
-		if err := m.round(ctx); err != nil && ctx.Err() == nil {
+		err := m.round(runCtx)
+		if errors.Is(err, ErrDuplicateIdentity) {
+			m.markDuplicate()
+			stop()
+		} else if err != nil && runCtx.Err() == nil {
 			m.cfg.Logger.Info("shard round failed", "err", err)
 		}
 		select {
-		case <-ctx.Done():
-			stopWatch()
+		case <-runCtx.Done():
+			stop()
 			watched.Wait()
+			if m.isDuplicate() {
+				dctx, cancel := context.WithTimeout(context.Background(), m.cfg.LeaseDuration-m.cfg.RenewDeadline)
+				m.dropAll(dctx)
+				cancel()
+				return fmt.Errorf("%w: %q (Lease %s/%s)", ErrDuplicateIdentity, m.cfg.Identity, m.cfg.Namespace, m.name)
+			}
 			return m.leave()
 		case <-tick.C:
 		}
 	}
+}
+
+func (m *Member) markDuplicate() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.duplicate {
+		m.cfg.Logger.Error(ErrDuplicateIdentity, "another process writes this member's Lease: stopping", "identity", m.cfg.Identity)
+	}
+	m.duplicate = true
+}
+
+func (m *Member) isDuplicate() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.duplicate
 }
 
 // requestTimeout bounds one request to the server: a renew period, or more
@@ -209,7 +292,7 @@ func (m *Member) requestTimeout() time.Duration {
 // member is alive meanwhile. Renewing keeps what the Lease names: slots this
 // member holds, or, after a drop, slots it no longer works on, which the
 // others then wait for (safe) until the next round writes.
-func (m *Member) keepAlive(ctx context.Context) {
+func (m *Member) keepAlive(ctx context.Context, stop context.CancelFunc) {
 	tick := time.NewTicker(m.cfg.RenewPeriod / 2)
 	defer tick.Stop()
 	for {
@@ -224,7 +307,12 @@ func (m *Member) keepAlive(ctx context.Context) {
 		if !due {
 			continue
 		}
-		if stamp, err := m.touch(ctx); err == nil {
+		stamp, err := m.touch(ctx)
+		switch {
+		case errors.Is(err, ErrDuplicateIdentity):
+			m.markDuplicate()
+			stop()
+		case err == nil:
 			m.mu.Lock()
 			if stamp.After(m.renewed) {
 				m.renewed = stamp
@@ -249,10 +337,10 @@ func (m *Member) touch(ctx context.Context) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, err
 	}
-	stamp := time.Now().Truncate(time.Microsecond)
-	if cur.Spec.HolderIdentity == nil || *cur.Spec.HolderIdentity != m.cfg.Identity {
-		return time.Time{}, errors.New("shard: the Lease names another holder")
+	if cur.Annotations[instanceAnnotation] != m.instance {
+		return time.Time{}, ErrDuplicateIdentity // a round wrote it first: another process has since
 	}
+	stamp := time.Now() // with its monotonic reading: the deadline counts from it
 	now := metav1.NewMicroTime(stamp)
 	cur.Spec.RenewTime = &now
 	if _, err := leases.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
@@ -472,7 +560,43 @@ func (m *Member) grant(hold reflector.Shard) {
 	m.cfg.Grant(hold)
 }
 
-// read lists the group's Leases, others than this member's.
+// sighting is what a member saw of one Lease: its version (resourceVersion
+// and renewTime: any write changes one), and when, by this process's monotonic
+// clock, it first saw that version.
+type sighting struct {
+	version string
+	since   time.Time
+}
+
+// observe records that the Lease l was read at now (after the answer came)
+// and returns since when, by this process's clock, it has been unchanged.
+// Requires Run's goroutine.
+func (m *Member) observe(l *coordinationv1.Lease, now time.Time) time.Time {
+	v := l.ResourceVersion
+	if l.Spec.RenewTime != nil {
+		v += "@" + l.Spec.RenewTime.UTC().Format(time.RFC3339Nano)
+	}
+	s, ok := m.seen[l.Name]
+	if !ok || s.version != v {
+		s = sighting{version: v, since: now}
+		m.seen[l.Name] = s
+	}
+	return s.since
+}
+
+// leaseDuration is how long a Lease counts live unchanged: what it states, at
+// most MaxLeaseDuration, and this member's own when it states none.
+func (m *Member) leaseDuration(l *coordinationv1.Lease) time.Duration {
+	if l.Spec.LeaseDurationSeconds == nil || *l.Spec.LeaseDurationSeconds <= 0 {
+		return m.cfg.LeaseDuration
+	}
+	return min(time.Duration(*l.Spec.LeaseDurationSeconds)*time.Second, MaxLeaseDuration)
+}
+
+// read lists the group's Leases, others than this member's, each judged live
+// by how long this member has seen it unchanged. A Lease seen for the first
+// time counts as renewed now: a member that starts waits a LeaseDuration
+// before it counts another's Lease expired. Requires Run's goroutine.
 func (m *Member) read(ctx context.Context) ([]lease, error) {
 	ctx, cancel := context.WithTimeout(ctx, m.requestTimeout())
 	defer cancel()
@@ -482,41 +606,76 @@ func (m *Member) read(ctx context.Context) ([]lease, error) {
 	}
 	now := time.Now()
 	var out []lease
-	for _, l := range list.Items {
-		if l.Name == m.name {
-			continue
+	present := make(map[string]bool, len(list.Items))
+	prefix := m.cfg.Group + "-"
+	for i := range list.Items {
+		l := &list.Items[i]
+		present[l.Name] = true
+		since := m.observe(l, now)
+		identity, ok := strings.CutPrefix(l.Name, prefix)
+		if l.Name == m.name || !ok || identity == "" {
+			continue // this member's own, or not a member's: no identity to assign slots to
 		}
-		o := lease{identity: strings.TrimPrefix(l.Name, m.cfg.Group+"-"), claimed: parseSlots(l.Annotations[claimAnnotation]), held: parseSlots(l.Annotations[holdAnnotation])}
-		if l.Spec.HolderIdentity != nil {
-			o.identity = *l.Spec.HolderIdentity
+		out = append(out, lease{
+			identity: identity,
+			live:     now.Sub(since) < m.leaseDuration(l),
+			claimed:  parseSlots(l.Annotations[claimAnnotation]),
+			held:     parseSlots(l.Annotations[holdAnnotation]),
+		})
+	}
+	for name := range m.seen {
+		if !present[name] {
+			delete(m.seen, name)
 		}
-		if l.Spec.RenewTime != nil && l.Spec.LeaseDurationSeconds != nil {
-			o.live = now.Before(l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second))
-		}
-		out = append(out, o)
 	}
 	return out, nil
 }
 
-// write renews this member's Lease with its claims and holds.
+// write renews this member's Lease with its claims and holds. It returns when
+// the write was sent (by this process's clock, with its monotonic reading), and
+// ErrDuplicateIdentity once another process is found writing the Lease. A
+// Lease left by an instance this member does not know (its predecessor, or a
+// duplicate) is taken only once this member has seen it unchanged for its
+// duration. Requires Run's goroutine.
 func (m *Member) write(ctx context.Context, claimed, held map[int]bool) (renewed time.Time, err error) {
 	m.lease <- struct{}{}
 	defer func() { <-m.lease }()
 	ctx, cancel := context.WithTimeout(ctx, m.requestTimeout())
 	defer cancel()
 	leases := m.cfg.Client.CoordinationV1().Leases(m.cfg.Namespace)
-	stamp := time.Now().Truncate(time.Microsecond) // as the Lease keeps it
-	now := metav1.NewMicroTime(stamp)
 	secs := int32((m.cfg.LeaseDuration + time.Second - 1) / time.Second)
-	ann := map[string]string{claimAnnotation: formatSlots(claimed), holdAnnotation: formatSlots(held)}
+	ann := map[string]string{claimAnnotation: formatSlots(claimed), holdAnnotation: formatSlots(held), instanceAnnotation: m.instance}
 	cur, err := leases.Get(ctx, m.name, metav1.GetOptions{})
+	sent := time.Now()
+	now := metav1.NewMicroTime(sent)
 	switch {
 	case apierrors.IsNotFound(err):
+		if m.wrote {
+			// Deleted behind this member's back (by another instance that
+			// left, say): written again, as a member that starts would.
+			m.cfg.Logger.Info("shard Lease deleted while held: writing it again", "lease", m.name)
+		}
 		_, err = leases.Create(ctx, &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Name: m.name, Namespace: m.cfg.Namespace, Labels: map[string]string{groupLabel: m.cfg.Group}, Annotations: ann},
 			Spec:       coordinationv1.LeaseSpec{HolderIdentity: &m.cfg.Identity, LeaseDurationSeconds: &secs, AcquireTime: &now, RenewTime: &now},
 		}, metav1.CreateOptions{})
 	case err == nil:
+		if cur.Annotations[instanceAnnotation] != m.instance {
+			if m.wrote {
+				return time.Time{}, ErrDuplicateIdentity
+			}
+			since := m.observe(cur, time.Now())
+			if m.foreignSince.IsZero() {
+				m.foreignSince = since
+			}
+			if since.After(m.foreignSince) {
+				return time.Time{}, ErrDuplicateIdentity // it changed while this member waited: another process renews it
+			}
+			if time.Since(since) < m.leaseDuration(cur) {
+				return time.Time{}, fmt.Errorf("shard: Lease %s is held by another instance (a predecessor, or a replica of the same identity): waiting until it has been unchanged for %v", m.name, m.leaseDuration(cur))
+			}
+			cur.Spec.AcquireTime = &now
+		}
 		cur.Annotations = ann
 		cur.Labels = map[string]string{groupLabel: m.cfg.Group}
 		cur.Spec.HolderIdentity, cur.Spec.LeaseDurationSeconds, cur.Spec.RenewTime = &m.cfg.Identity, &secs, &now
@@ -525,7 +684,8 @@ func (m *Member) write(ctx context.Context, claimed, held map[int]bool) (renewed
 	if err != nil {
 		return time.Time{}, fmt.Errorf("shard: write Lease %s: %w", m.name, err)
 	}
-	return stamp, nil
+	m.wrote = true
+	return sent, nil
 }
 
 // shardOf returns the reflector.Shard of a set of slots, adjacent slots merged

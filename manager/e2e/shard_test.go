@@ -128,7 +128,7 @@ func startShardedReplica(t *testing.T, ns, id string, l *shardLedger, metrics bo
 			t.Fatal(err)
 		}
 	}
-	if err := manager.AddSharded(m, ctl, manager.OwnsByObject(owners)); err != nil {
+	if err := manager.AddSharded(m, ctl, manager.OwnsKey); err != nil {
 		t.Fatal(err)
 	}
 	return &shardedReplica{id: id, m: m, owners: owners, children: children, stop: runManager(context.Background(), t, m)}

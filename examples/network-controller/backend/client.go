@@ -16,6 +16,10 @@ import (
 // backend does not have.
 var ErrNotFound = errors.New("backend: network not found")
 
+// ErrOwnerMismatch matches (errors.Is) the error of a DeleteOwned of a network
+// that belongs to another owner.
+var ErrOwnerMismatch = errors.New("backend: network belongs to another owner")
+
 // StatusError is the error of a request the backend answered with an unexpected
 // status code. A 404 on a network also matches ErrNotFound.
 type StatusError struct {
@@ -30,9 +34,10 @@ func (e *StatusError) Error() string {
 	return fmt.Sprintf("backend: %s %s: %d %s: %s", e.Method, e.URL, e.Code, http.StatusText(e.Code), e.Message)
 }
 
-// Is makes a 404 match ErrNotFound.
+// Is makes a 404 match ErrNotFound and a 412 ErrOwnerMismatch.
 func (e *StatusError) Is(target error) bool {
-	return target == ErrNotFound && e.Code == http.StatusNotFound
+	return target == ErrNotFound && e.Code == http.StatusNotFound ||
+		target == ErrOwnerMismatch && e.Code == http.StatusPreconditionFailed
 }
 
 // Client talks to a backend Server. The zero value is not usable; create it with
@@ -75,21 +80,29 @@ func (c *Client) List(ctx context.Context) ([]Network, error) {
 	return list, err
 }
 
-// Put creates the network n or replaces its spec. It reports whether it was created.
-// Putting the same network twice is harmless.
+// Put creates the network n or replaces its spec and owner. It reports whether it was
+// created. Putting the same network twice is harmless.
 func (c *Client) Put(ctx context.Context, n Network) (created bool, err error) {
 	body, err := json.Marshal(n.Spec)
 	if err != nil {
 		return false, fmt.Errorf("backend: %w", err)
 	}
-	code, err := c.do(ctx, http.MethodPut, c.path(n.Namespace, n.Name), body, nil)
+	code, err := c.do(ctx, http.MethodPut, c.path(n.Namespace, n.Name)+"?owner="+url.QueryEscape(n.Owner), body, nil)
 	return code == http.StatusCreated, err
 }
 
-// Delete deletes the network namespace/name; it returns an error matching ErrNotFound
-// if there was none.
+// Delete deletes the network namespace/name, whoever owns it; it returns an error
+// matching ErrNotFound if there was none.
 func (c *Client) Delete(ctx context.Context, namespace, name string) error {
 	_, err := c.do(ctx, http.MethodDelete, c.path(namespace, name), nil, nil)
+	return err
+}
+
+// DeleteOwned deletes the network namespace/name only if it belongs to owner (its
+// Owner), atomically in the backend; it returns an error matching ErrNotFound if
+// there was none, and ErrOwnerMismatch if it belongs to another.
+func (c *Client) DeleteOwned(ctx context.Context, namespace, name, owner string) error {
+	_, err := c.do(ctx, http.MethodDelete, c.path(namespace, name)+"?owner="+url.QueryEscape(owner), nil, nil)
 	return err
 }
 

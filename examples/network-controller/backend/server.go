@@ -28,6 +28,9 @@ const maxBody = 64 << 10
 type Network struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
+	// Owner names what the network was made for (the UID of a Network
+	// object), "" if nobody said; a Delete can be made conditional on it.
+	Owner string `json:"owner,omitempty"`
 	Spec
 }
 
@@ -251,6 +254,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	key := namespace + "/" + name
+	owner, conditional := r.URL.Query()["owner"]
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -269,6 +273,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, cur)
 	case http.MethodPut:
 		next := Network{Namespace: namespace, Name: name, Spec: spec}
+		if conditional {
+			next.Owner = owner[0]
+		}
 		if exists && cur == next {
 			writeJSON(w, http.StatusOK, cur)
 			return
@@ -285,6 +292,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case http.MethodDelete:
 		if !exists {
 			writeError(w, http.StatusNotFound, "network %s not found", key)
+			return
+		}
+		if conditional && cur.Owner != owner[0] {
+			writeError(w, http.StatusPreconditionFailed, "network %s belongs to %q, not %q", key, cur.Owner, owner[0])
 			return
 		}
 		if err := s.persistLocked(key, nil); err != nil {

@@ -62,11 +62,9 @@ type Options struct {
 	OrphanSweepPeriod time.Duration
 	// Sharded makes the controller one of the replicas of m's group
 	// (manager.Config.Sharding, which m must have): its Network cache holds only
-	// this replica's share (manager.ShardByObject) and it reconciles only their
-	// keys (manager.AddSharded), a deleted Network's by the replica that held it.
-	// The orphan sweep then cleans up only after Networks this replica held: a
-	// backend network that never had a Network object is no replica's key, and
-	// stays.
+	// this replica's share (manager.ShardByObject) and it reconciles only the
+	// keys this replica owns (manager.AddSharded with manager.OwnsKey), a
+	// deleted or orphaned network's included: each key by one replica at most.
 	Sharded bool
 }
 
@@ -165,7 +163,7 @@ func New(m *manager.Manager, opts Options) (_ *Controller, err error) {
 		return nil, fmt.Errorf("network: %w", err)
 	}
 	if opts.Sharded {
-		err = manager.AddSharded(m, c.ctrl, manager.OwnsByObject(c.inf))
+		err = manager.AddSharded(m, c.ctrl, manager.OwnsKey)
 	} else {
 		err = m.Add(c.ctrl)
 	}
@@ -226,10 +224,11 @@ func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) (r
 		return reconcile.Result{}, c.setReady(ctx, n, metav1.ConditionFalse, ReasonInvalidSpec, msg)
 	}
 
-	want := backend.Network{Namespace: n.Namespace, Name: n.Name, Spec: backend.Spec{CIDR: n.Spec.CIDR, Gateway: n.Spec.Gateway}}
+	want := backend.Network{Namespace: n.Namespace, Name: n.Name, Owner: string(n.UID), Spec: backend.Spec{CIDR: n.Spec.CIDR, Gateway: n.Spec.Gateway}}
 	have, err := c.backend.Get(ctx, n.Namespace, n.Name)
-	if missing := errors.Is(err, backend.ErrNotFound); missing || err == nil && have.Spec != want.Spec {
-		// Missing, or drifted from the spec: create or replace it.
+	if missing := errors.Is(err, backend.ErrNotFound); missing || err == nil && (have.Spec != want.Spec || have.Owner != want.Owner) {
+		// Missing, drifted from the spec, or left by an earlier Network of this
+		// name: create or replace it.
 		var created bool
 		created, err = c.backend.Put(ctx, want)
 		if err == nil {
@@ -250,11 +249,14 @@ func (c *Controller) finalize(ctx context.Context, log logr.Logger, n *Network) 
 	if !slices.Contains(n.Finalizers, Finalizer) {
 		return nil // done already; other finalizers are not ours to wait for
 	}
-	if err := c.backend.Delete(ctx, n.Namespace, n.Name); err != nil && !errors.Is(err, backend.ErrNotFound) {
+	// Only the network made for n: one of another UID belongs to a Network
+	// re-created under this name since.
+	err := c.backend.DeleteOwned(ctx, n.Namespace, n.Name, string(n.UID))
+	if err != nil && !errors.Is(err, backend.ErrNotFound) && !errors.Is(err, backend.ErrOwnerMismatch) {
 		c.backendFailed(ctx, log, n, err)
 		return err
 	}
-	_, err := c.update(ctx, n, false, func(n *Network) bool {
+	_, err = c.update(ctx, n, false, func(n *Network) bool {
 		i := slices.Index(n.Finalizers, Finalizer)
 		if i < 0 {
 			return false
@@ -268,15 +270,36 @@ func (c *Controller) finalize(ctx context.Context, log logr.Logger, n *Network) 
 	return ignoreNotFound(err)
 }
 
-// deleteOrphan deletes the backend network of key, for which there is no Network.
+// deleteOrphan deletes the backend network of key, for which the cache holds no
+// Network. It never deletes the network of a live Network: it asks the API server
+// (not the cache, which may be behind) whether a Network of the network's owner UID
+// exists, and deletes only on the condition that the network still belongs to that
+// owner, so that one re-provisioned meanwhile for a Network re-created under this
+// name stays.
 func (c *Controller) deleteOrphan(ctx context.Context, log logr.Logger, key types.NamespacedName) error {
-	err := c.backend.Delete(ctx, key.Namespace, key.Name)
+	have, err := c.backend.Get(ctx, key.Namespace, key.Name)
+	if errors.Is(err, backend.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	u, err := c.networks.Namespace(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
+	switch {
+	case err == nil && (have.Owner == "" || string(u.GetUID()) == have.Owner):
+		// Live: the cache is behind. Its reconcile keeps the network.
+		log.V(1).Info("backend network kept: its Network exists", "uid", u.GetUID())
+		return nil
+	case err != nil && !apierrors.IsNotFound(err):
+		return fmt.Errorf("network: reading %s before deleting its backend network: %w", key, err)
+	}
+	err = c.backend.DeleteOwned(ctx, key.Namespace, key.Name, have.Owner)
 	switch {
 	case err == nil:
-		log.Info("orphaned backend network deleted")
+		log.Info("orphaned backend network deleted", "owner", have.Owner)
 		return nil
-	case errors.Is(err, backend.ErrNotFound):
-		return nil
+	case errors.Is(err, backend.ErrNotFound), errors.Is(err, backend.ErrOwnerMismatch):
+		return nil // gone, or re-provisioned for another Network meanwhile
 	}
 	return err
 }

@@ -163,7 +163,7 @@ func New(m *manager.Manager, opts Options) (_ *Controller, err error) {
 		}
 	}
 	if opts.Sharded {
-		err = manager.AddSharded(m, c.loop, manager.OwnsByObject(c.podSets))
+		err = manager.AddSharded(m, c.loop, manager.OwnsKey)
 	} else {
 		err = m.Add(c.loop)
 	}

@@ -166,11 +166,11 @@ func TestNewSharded(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkScopes(t, c)
-	if sh := c.podSets.Shard(); sh.Field != reflector.ShardByUID || len(sh.Ranges) != 0 {
-		t.Errorf("PodSet cache's shard %+v, want the empty shard by UID", sh)
+	if sh := c.podSets.Shard(); sh.Field != reflector.ShardByName || len(sh.Ranges) != 0 {
+		t.Errorf("PodSet cache's shard %+v, want the empty shard by name", sh)
 	}
-	if sh := c.pods.Shard(); sh.Field != reflector.ShardByControllerUID || len(sh.Ranges) != 0 {
-		t.Errorf("Pod cache's shard %+v, want the empty shard by controller UID", sh)
+	if sh := c.pods.Shard(); sh.Field != reflector.ShardByControllerName || len(sh.Ranges) != 0 {
+		t.Errorf("Pod cache's shard %+v, want the empty shard by controller name", sh)
 	}
 	if !loopConfig(Options{Sharded: true}).Restrictable || loopConfig(Options{}).Restrictable {
 		t.Error("the loop is restrictable other than exactly with Sharded")

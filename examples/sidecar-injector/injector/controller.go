@@ -217,7 +217,7 @@ func New(m *manager.Manager, opts Options) (_ *Controller, err error) {
 		return nil, fmt.Errorf("injector: %w", err)
 	}
 	if opts.Sharded {
-		err = manager.AddSharded(m, c.ctl, manager.OwnsByObject(c.deployments))
+		err = manager.AddSharded(m, c.ctl, manager.OwnsKey)
 	} else {
 		err = m.Add(c.ctl)
 	}

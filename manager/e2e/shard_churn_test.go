@@ -1,0 +1,430 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/ctrlkit/ctrlkit/indexer"
+	"github.com/ctrlkit/ctrlkit/internal/netcut"
+	"github.com/ctrlkit/ctrlkit/manager"
+	"github.com/ctrlkit/ctrlkit/reconcile"
+)
+
+// churnBackend is the world outside the cluster that the replicas provision
+// for each owner key (as the network example's backend): an entry per key,
+// naming the UID of the owner it was made for. It records, outside the
+// replicas, every delete of the entry of the owner that is live on the server
+// at that moment (live names the owners the workload has created and not yet
+// begun to delete).
+type churnBackend struct {
+	mu          sync.Mutex
+	entries     map[string]types.UID
+	live        map[string]types.UID
+	liveDeletes []string
+}
+
+func (b *churnBackend) put(key string, uid types.UID) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.entries[key] = uid
+}
+
+func (b *churnBackend) remove(id, key string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	uid, ok := b.entries[key]
+	if !ok {
+		return
+	}
+	if live, ok := b.live[key]; ok && live == uid {
+		b.liveDeletes = append(b.liveDeletes, fmt.Sprintf("%s (%s) by %s", key, uid, id))
+	}
+	delete(b.entries, key)
+}
+
+func (b *churnBackend) setLive(key string, uid types.UID) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if uid == "" {
+		delete(b.live, key)
+	} else {
+		b.live[key] = uid
+	}
+}
+
+// skewedClock makes a replica's Lease traffic look as if its wall clock were
+// offset: the times it writes on Leases are shifted by the offset, and those
+// it reads by its opposite (it would compare them with its own clock). The
+// offset can step while the replica runs. Leases travel as JSON (the
+// replica's rest.Config asks for it).
+type skewedClock struct {
+	offset atomic.Int64 // nanoseconds
+}
+
+func (s *skewedClock) wrap(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.ContentType = "application/json"
+	cfg.AcceptContentTypes = "application/json"
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return skewRT{s, rt} })
+	return cfg
+}
+
+type skewRT struct {
+	s  *skewedClock
+	rt http.RoundTripper
+}
+
+func (t skewRT) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !strings.Contains(req.URL.Path, "/leases") {
+		return t.rt.RoundTrip(req)
+	}
+	d := time.Duration(t.s.offset.Load())
+	if req.Body != nil && (req.Method == http.MethodPut || req.Method == http.MethodPost) {
+		body, err := io.ReadAll(req.Body)
+		req.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		body = shiftLeaseTimes(body, d)
+		req = req.Clone(req.Context())
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.ContentLength = int64(len(body))
+	}
+	resp, err := t.rt.RoundTrip(req)
+	if err != nil || resp.StatusCode >= 300 {
+		return resp, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	body = shiftLeaseTimes(body, -d)
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	resp.ContentLength = int64(len(body))
+	resp.Header.Del("Content-Length")
+	return resp, nil
+}
+
+// shiftLeaseTimes shifts spec.renewTime and spec.acquireTime of a Lease or of
+// each Lease of a LeaseList, in JSON; other bodies pass unchanged.
+func shiftLeaseTimes(body []byte, d time.Duration) []byte {
+	var doc map[string]any
+	if d == 0 || json.Unmarshal(body, &doc) != nil {
+		return body
+	}
+	shift := func(obj map[string]any) {
+		spec, _ := obj["spec"].(map[string]any)
+		for _, f := range []string{"renewTime", "acquireTime"} {
+			s, ok := spec[f].(string)
+			if !ok {
+				continue
+			}
+			if at, err := time.Parse(time.RFC3339Nano, s); err == nil {
+				spec[f] = at.Add(d).UTC().Format("2006-01-02T15:04:05.000000Z07:00")
+			}
+		}
+	}
+	if items, ok := doc["items"].([]any); ok {
+		for _, it := range items {
+			if obj, ok := it.(map[string]any); ok {
+				shift(obj)
+			}
+		}
+	} else {
+		shift(doc)
+	}
+	out, err := json.Marshal(doc)
+	if err != nil {
+		return body
+	}
+	return out
+}
+
+// churnReplica is one manager of the churn test's group.
+type churnReplica struct {
+	id    string
+	clock *skewedClock
+	cut   *netcut.Cutter
+	stop  func() error
+}
+
+const churnOwnerIndex = "by-controller-uid"
+
+func startChurnReplica(t *testing.T, ns, id string, offset time.Duration, l *shardLedger, b *churnBackend) *churnReplica {
+	t.Helper()
+	r := &churnReplica{id: id, clock: &skewedClock{}, cut: netcut.New()}
+	r.clock.offset.Store(int64(offset))
+	m, err := manager.New(manager.Config{RESTConfig: r.cut.Wrap(r.clock.wrap(env.Config())), Sharding: &manager.Sharding{
+		Namespace: ns, Group: "churn", Identity: id, Slots: 32,
+		LeaseDuration: 3 * time.Second, RenewPeriod: 300 * time.Millisecond, RenewDeadline: 2 * time.Second,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owners, err := manager.Typed(m, manager.Options[*corev1.ConfigMap]{Namespace: ns, Shard: manager.ShardByObject})
+	if err != nil {
+		t.Fatal(err)
+	}
+	children, err := manager.Typed(m, manager.Options[*corev1.Secret]{Namespace: ns, Shard: manager.ShardByController,
+		Indexers: indexer.Indexers[*corev1.Secret]{churnOwnerIndex: func(s *corev1.Secret) ([]string, error) {
+			if ref := metav1.GetControllerOf(s); ref != nil {
+				return []string{string(ref.UID)}, nil
+			}
+			return nil, nil
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kube := m.Kubernetes()
+	ctl := reconcile.New(reconcile.Func[types.NamespacedName](func(ctx context.Context, k types.NamespacedName) (reconcile.Result, error) {
+		key := k.String()
+		if !l.enter(id, key) {
+			return reconcile.Result{}, nil
+		}
+		defer l.leave(id, key)
+		time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond) // a window for another replica to overlap
+		cm, err := owners.Lister().Get(k.Namespace, k.Name)
+		if apierrors.IsNotFound(err) {
+			b.remove(id, key) // no owner: clean up after it, as a level-triggered controller does
+			return reconcile.Result{}, nil
+		}
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		b.put(key, cm.UID)
+		kids, err := children.Indexer().ByIndex(churnOwnerIndex, string(cm.UID))
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		n := strconv.Itoa(len(kids))
+		if cm.Data["children"] == n {
+			return reconcile.Result{}, nil
+		}
+		cp := cm.DeepCopy()
+		if cp.Data == nil {
+			cp.Data = map[string]string{}
+		}
+		cp.Data["children"] = n
+		_, err = kube.CoreV1().ConfigMaps(k.Namespace).Update(ctx, cp, metav1.UpdateOptions{})
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return reconcile.Result{RequeueAfter: 50 * time.Millisecond}, nil
+		}
+		return reconcile.Result{}, err
+	}), reconcile.Config[types.NamespacedName]{Name: "churn-" + id, Workers: 3, Restrictable: true, ResyncPeriod: 5 * time.Second})
+	for _, src := range []reconcile.Source[types.NamespacedName]{
+		reconcile.FromInformer(owners, reconcile.ByObject[*corev1.ConfigMap]()),
+		reconcile.FromInformer(children, reconcile.ByControllerOwner[*corev1.Secret](schema.GroupKind{Kind: "ConfigMap"})),
+	} {
+		if err := ctl.Watch(src); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := manager.AddSharded(m, ctl, manager.OwnsKey); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	var once sync.Once
+	var runErr error
+	r.stop = func() error {
+		once.Do(func() { cancel(); runErr = <-done })
+		return runErr
+	}
+	t.Cleanup(func() { _ = r.stop() })
+	return r
+}
+
+// TestShardedChurn: a seeded randomized run of 3 to 5 sharded replicas, each
+// with a wall clock offset by up to a minute that steps while it runs, while
+// owners are deleted and re-created under the same names (their UIDs landing
+// anywhere), with children left behind by the owners they belonged to,
+// replicas joining, leaving and cut off the network. Recorded outside the
+// replicas: no key is reconciled by two replicas at once, no replica deletes
+// the backend entry of an owner live on the server, and every key converges
+// (its backend entry names its owner's UID, its count of children is right,
+// and the keys without an owner have no entry). CTRLKIT_SHARD_SEED replays a
+// run.
+func TestShardedChurn(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("CTRLKIT_SHARD_SEED"); s != "" {
+		var err error
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("CTRLKIT_SHARD_SEED=%q: %v", s, err)
+		}
+	}
+	t.Logf("seed %d (CTRLKIT_SHARD_SEED replays it)", seed)
+	rnd := rand.New(rand.NewPCG(seed, 42))
+	offset := func() time.Duration { return time.Duration(rnd.IntN(121)-60) * time.Second }
+	ns := env.Namespace(t)
+	ctx := t.Context()
+	kube := kubernetes.NewForConfigOrDie(env.Config())
+	l := &shardLedger{active: map[string]string{}, gone: map[string]string{}}
+	b := &churnBackend{entries: map[string]types.UID{}, live: map[string]types.UID{}}
+
+	var reps []*churnReplica
+	next := 0
+	join := func() {
+		reps = append(reps, startChurnReplica(t, ns, fmt.Sprintf("r%d", next), offset(), l, b))
+		next++
+	}
+	for range 3 {
+		join()
+	}
+
+	const keys = 24
+	live := map[string]types.UID{} // owner name → UID, as the workload made them
+	kids := map[types.UID]int{}
+	yes := true
+	create := func(name string) {
+		cm, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return // the last delete is not through yet
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		live[name] = cm.UID
+		b.setLive(ns+"/"+name, cm.UID)
+	}
+	addChild := func(name string) {
+		uid := live[name]
+		_, err := kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
+			GenerateName:    name + "-",
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: name, UID: uid, Controller: &yes}},
+		}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		kids[uid]++
+	}
+	remove := func(name string) {
+		delete(live, name)
+		b.setLive(ns+"/"+name, "") // before: a clean-up after the delete is no live delete
+		err := kube.CoreV1().ConfigMaps(ns).Delete(ctx, name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+	}
+	for i := range keys {
+		create(fmt.Sprintf("owner-%d", i))
+	}
+	names := func() []string {
+		var out []string
+		for n := range live {
+			out = append(out, n)
+		}
+		slices.Sort(out)
+		return out
+	}
+
+	deadline := time.Now().Add(45 * time.Second)
+	var recreated, cuts, leaves, steps int
+	for time.Now().Before(deadline) {
+		switch r := rnd.IntN(100); {
+		case r < 40: // delete and re-create at once: a new UID under the old name, its old children left behind
+			if ns := names(); len(ns) > 0 {
+				name := ns[rnd.IntN(len(ns))]
+				remove(name)
+				create(name)
+				recreated++
+			}
+		case r < 50:
+			if ns := names(); len(ns) > 0 {
+				remove(ns[rnd.IntN(len(ns))])
+			}
+		case r < 60:
+			create(fmt.Sprintf("owner-%d", rnd.IntN(keys)))
+		case r < 80:
+			if ns := names(); len(ns) > 0 {
+				addChild(ns[rnd.IntN(len(ns))])
+			}
+		case r < 88: // a clock steps
+			reps[rnd.IntN(len(reps))].clock.offset.Store(int64(offset()))
+			steps++
+		case r < 92 && len(reps) < 5:
+			join()
+		case r < 95 && len(reps) > 3:
+			i := rnd.IntN(len(reps))
+			if err := reps[i].stop(); err != nil {
+				t.Errorf("%s stopped with %v", reps[i].id, err)
+			}
+			reps = slices.Delete(reps, i, i+1)
+			leaves++
+		case r < 97 && len(reps) > 3: // cut off: its Lease lapses, the others take its slots
+			i := rnd.IntN(len(reps))
+			reps[i].cut.Cut()
+			cut := reps[i]
+			reps = slices.Delete(reps, i, i+1)
+			go func() { _ = cut.stop() }() // its Run ends as it can; the cleanup waits
+			cuts++
+			join()
+		}
+		time.Sleep(time.Duration(20+rnd.IntN(60)) * time.Millisecond)
+	}
+	t.Logf("%d re-creations, %d leaves, %d cuts, %d clock steps; %d replicas at the end", recreated, leaves, cuts, steps, len(reps))
+
+	converged := func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		for name, uid := range live {
+			if b.entries[ns+"/"+name] != uid {
+				return false
+			}
+		}
+		for key := range b.entries {
+			if _, ok := live[strings.TrimPrefix(key, ns+"/")]; !ok {
+				return false
+			}
+		}
+		list, err := kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false
+		}
+		for _, cm := range list.Items {
+			if uid, ok := live[cm.Name]; ok && cm.UID == uid && cm.Data["children"] != strconv.Itoa(kids[uid]) {
+				return false
+			}
+		}
+		return true
+	}
+	waitFor(t, 60*time.Second, "every key converged", converged)
+
+	l.mu.Lock()
+	if len(l.overlaps) > 0 {
+		t.Errorf("%d reconciles of a key by two replicas at once: %v", len(l.overlaps), l.overlaps[:min(5, len(l.overlaps))])
+	}
+	l.mu.Unlock()
+	b.mu.Lock()
+	if len(b.liveDeletes) > 0 {
+		t.Errorf("%d backend entries of live owners deleted: %v", len(b.liveDeletes), b.liveDeletes[:min(5, len(b.liveDeletes))])
+	}
+	b.mu.Unlock()
+	if recreated == 0 || steps == 0 {
+		t.Errorf("the run re-created %d owners and stepped %d clocks: it shows nothing", recreated, steps)
+	}
+}
