@@ -106,7 +106,10 @@ type HTTPConfig struct {
 	MaxProfileDuration time.Duration
 	// CertFile and KeyFile are the PEM files of the certificate (with its
 	// chain) and private key the metrics and pprof servers present, read when
-	// Run starts. Give both or neither: with neither, Run generates a
+	// Run starts (which fails if they cannot be) and again when they change
+	// (looked at no more than every 10 seconds; a pair that cannot be read
+	// keeps the previous one in use, and is logged), so that a rotated Secret
+	// is served without a restart. Give both or neither: with neither, Run generates a
 	// self-signed certificate in memory (ECDSA P-256, valid for one year from
 	// Run's start, for "localhost", 127.0.0.1, ::1 and the host's name), which
 	// a client cannot verify: tell it to skip verification (Prometheus:
@@ -340,7 +343,7 @@ func (m *Manager) serveHTTP(ctx context.Context, fail func(error)) (stop func(),
 	}
 	var tlsConfig *tls.Config
 	if !hc.UnsafeInsecureServing && (hc.MetricsAddress != "" || hc.PprofAddress != "") {
-		if tlsConfig, err = serverTLS(hc.CertFile, hc.KeyFile, time.Now()); err != nil {
+		if tlsConfig, err = serverTLS(hc.CertFile, hc.KeyFile, time.Now(), m.log.WithName("tls")); err != nil {
 			return nil, err
 		}
 	}
