@@ -95,7 +95,8 @@ func TestMetricsGuardedByAPIServer(t *testing.T) {
 	m, err := manager.New(manager.Config{
 		RESTConfig: cfg,
 		LeaderElection: &reconcile.LeaderElection{
-			Lock: reconcile.NewLeaseLock(kubernetes.NewForConfigOrDie(cfg), rbacNamespace, "metrics-"+ns, "only"),
+			Lock:            reconcile.NewLeaseLock(kubernetes.NewForConfigOrDie(cfg), rbacNamespace, "metrics-"+ns, "only"),
+			ReleaseOnCancel: true, // releasing and publishing the floor need the manifest's rights too
 		},
 		HTTP: manager.HTTPConfig{MetricsAddress: "127.0.0.1:0", PprofAddress: "127.0.0.1:0"},
 	})
