@@ -54,13 +54,19 @@
 //     dropped.
 //   - HTTP (Config.HTTP): nothing listens on a port unless asked. /healthz
 //     answers while the process serves; /readyz fails, naming each failing
-//     check and its reason, while an informer has not synced or has lost its
-//     access (a Forbidden list), or a controller is not running and synced (a
-//     standby waiting for the lease counts as ready); /metrics serves the
-//     controllers' controller_runtime_* and workqueue_* series
-//     (Manager.ControllerMetrics), ctrlkit_informer_* for every informer,
-//     ctrlkit_manager_leader and client-go's rest_client_* series; pprof is
-//     optional.
+//     check but never its reason (which is logged), while an informer has not
+//     synced or has lost its access (a Forbidden list), or a controller is not
+//     running and synced (a standby waiting for the lease counts as ready);
+//     /metrics serves the controllers' controller_runtime_* and workqueue_*
+//     series (Manager.ControllerMetrics), ctrlkit_informer_* for every
+//     informer, ctrlkit_manager_leader and client-go's rest_client_* series;
+//     pprof is optional, on a listener of its own, with bounded profiles.
+//     Metrics and pprof are served over TLS only to bearer tokens the API
+//     server authenticates (TokenReview) and authorizes for the path
+//     (SubjectAccessReview): 401 or 403 otherwise, with no reason. Every
+//     server bounds its headers, writes and idle connections. The RBAC a
+//     manager needs, and the ClusterRoles of metrics and pprof readers, are in
+//     manager/rbac/rbac.yaml.
 //   - Clients: the manager's clientset, dynamic client and the informers' REST
 //     clients share one HTTP transport built from Config.RESTConfig.
 package manager

@@ -2,35 +2,36 @@ package manager
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	stdlog "log"
 	"net"
 	"net/http"
-	"runtime"
-	"runtime/pprof"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ctrlkit/ctrlkit/reconcile/prommetrics"
-	"github.com/ctrlkit/ctrlkit/reflector"
 )
 
 // HTTPConfig configures the manager's HTTP servers. The zero value serves
-// nothing. The servers listen when Run starts (Run fails at once if an address
-// cannot be bound) and stop last, after the informers, when Run returns.
+// nothing. Each address set gets its own listener, bound when Run starts (Run
+// fails at once if an address cannot be bound, and New if two addresses are the
+// same); the servers stop last, after the informers, when Run returns.
 //
-// The health server answers:
+// The health server speaks plain HTTP without authentication, for the kubelet's
+// probes, and tells no secrets:
 //
 //   - /healthz: 200 "ok" while the process serves (liveness).
 //   - /readyz: 200 "ok" when every check passes, else 503 with one line per
-//     failing check, "[-]<check> failed: <reason>", then "readyz check failed".
-//     With ?verbose every check is listed, passing ones as "[+]<check> ok". The
+//     failing check, "[-]<check> failed", then "readyz check failed". With
+//     ?verbose every check is listed, passing ones as "[+]<check> ok". The
 //     checks are "shutdown" (fails once Run is stopping), "informer/<name>" for
 //     each shared informer and "controller/<name>" for each Runnable added with
 //     Add (see Manager.Informers and Manager.Controllers for the names; a name
@@ -45,22 +46,79 @@ import (
 //   - /readyz/<check>, such as /readyz/informer/pods in default: that check
 //     alone, 200 or 503 as above, 404 if there is no such check.
 //
+// Why a check fails (an informer's last error, which may name the manager's
+// service account and what it may not do; a controller's error) is never
+// served: the manager logs it, once each time a probe finds a check failing
+// for a new reason and once when it passes again, and Manager.Informers and
+// Manager.Controllers return it to the program.
+//
 // The metrics server answers /metrics with the Registry's metrics (see
-// Manager.ControllerMetrics for the list), and /debug/pprof/ if Pprof is set.
-// Both servers may share one address: give the same address, with a port
-// other than 0, for both.
+// Manager.ControllerMetrics for the list) and the paths of MetricsHandlers. The
+// pprof server answers /debug/pprof/ (see PprofAddress). Both speak TLS and
+// admit a request only if it carries a bearer token the API server
+// authenticates (a TokenReview, authentication.k8s.io/v1) of a user it allows
+// to get the request's path (a SubjectAccessReview, authorization.k8s.io/v1, of
+// the non-resource URL, such as "get" on "/metrics"; other methods than GET
+// and HEAD ask for their verb, "create" for POST and so on). A request
+// without a token, or whose token is not authenticated, is answered 401; an
+// authenticated user who is not allowed, 403; neither answer says more. If the
+// API server cannot be asked, the answer is 503 and the error is logged. An
+// answer is remembered for the token, verb and path for a short while (30
+// seconds when allowed, 10 when refused; at most 4096 answers are kept, the
+// least recently used go first), so that a scraper every few seconds costs the
+// API server two reviews a half-minute. A token the server would revoke meanwhile
+// is thus still admitted until its answer expires.
+//
+// The manager's own rights must allow creating TokenReviews and
+// SubjectAccessReviews, and a scraper's must allow getting /metrics (or the
+// pprof paths): manager/rbac/rbac.yaml holds the ClusterRoles for both.
+// UnsafeInsecureServing turns all of this off.
+//
+// Every server bounds how long a client may take to send its request's
+// headers (10 seconds, at most 64 KiB of them), how long an answer may take to
+// write (30 seconds; for the pprof server, MaxProfileDuration and 30 seconds
+// more) and how long an idle keep-alive connection is kept (90 seconds).
 type HTTPConfig struct {
 	// HealthAddress, if set, serves /healthz and /readyz at that address (for
 	// example ":8081"; "127.0.0.1:0" picks a free port, see Manager.HealthAddr).
 	HealthAddress string
-	// MetricsAddress, if set, serves /metrics at that address.
+	// MetricsAddress, if set, serves /metrics at that address (for example
+	// ":8443"), over TLS to authenticated and authorized callers.
 	MetricsAddress string
-	// Pprof adds the runtime profiles to the metrics server: /debug/pprof/
-	// lists them, /debug/pprof/<profile> serves one (heap, goroutine, allocs,
-	// block, mutex, threadcreate; ?debug=1 for text), /debug/pprof/profile a CPU
-	// profile of ?seconds (default 30). Nothing is registered on
+	// MetricsHandlers are more paths the metrics server serves beside /metrics
+	// (ServeMux patterns such as "/debug/vars"), behind the same TLS,
+	// authentication and authorization: the SubjectAccessReview asks about the
+	// path requested. Ignored without MetricsAddress; "/metrics" is an error.
+	MetricsHandlers map[string]http.Handler
+	// PprofAddress, if set, serves the runtime's profiles at that address, on a
+	// listener of their own, over TLS to authenticated and authorized callers:
+	// /debug/pprof/ lists them, /debug/pprof/<profile> serves one (heap,
+	// goroutine, allocs, block, mutex, threadcreate; ?debug=1 for text),
+	// /debug/pprof/profile a CPU profile and /debug/pprof/trace an execution
+	// trace of ?seconds (default 30, or MaxProfileDuration if less). A number of
+	// seconds that is not a positive whole number, or is over
+	// MaxProfileDuration, is answered 400. Nothing is registered on
 	// http.DefaultServeMux.
-	Pprof bool
+	PprofAddress string
+	// MaxProfileDuration bounds the seconds of a CPU profile or a trace. 0
+	// means DefaultMaxProfileDuration; it must not be negative, and is rounded
+	// down to whole seconds (at least one).
+	MaxProfileDuration time.Duration
+	// CertFile and KeyFile are the PEM files of the certificate (with its
+	// chain) and private key the metrics and pprof servers present, read when
+	// Run starts (which fails if they cannot be) and again when they change
+	// (looked at no more than every 10 seconds; a pair that cannot be read
+	// keeps the previous one in use, and is logged), so that a rotated Secret
+	// is served without a restart. Give both or neither: with neither, Run generates a
+	// self-signed certificate in memory (ECDSA P-256, valid for one year from
+	// Run's start, for "localhost", 127.0.0.1, ::1 and the host's name), which
+	// a client cannot verify: tell it to skip verification (Prometheus:
+	// tls_config.insecure_skip_verify) or give files.
+	CertFile, KeyFile string
+	// UnsafeInsecureServing serves metrics and pprof over plain HTTP to anyone
+	// who can reach their addresses, without asking the API server anything.
+	// For tests, or an address on loopback behind a proxy that authenticates.
+	UnsafeInsecureServing bool
 	// Registry is where the manager registers its metrics and what /metrics
 	// serves. Nil means a new registry with the Go and process collectors. A
 	// Registry serves one manager: a second manager's metrics clash with the
@@ -69,9 +127,50 @@ type HTTPConfig struct {
 	Registry *prometheus.Registry
 }
 
+// DefaultMaxProfileDuration is the default of HTTPConfig.MaxProfileDuration.
+const DefaultMaxProfileDuration = time.Minute
+
+// The bounds of every server (HTTPConfig lists them).
+const (
+	readHeaderTimeout = 10 * time.Second
+	writeTimeout      = 30 * time.Second
+	idleTimeout       = 90 * time.Second
+	maxHeaderBytes    = 64 << 10
+)
+
 // shutdownTimeout bounds how long stopping a server waits for the requests in
 // flight before it closes their connections.
 const shutdownTimeout = 5 * time.Second
+
+// check validates c and fills in the defaults; New calls it.
+func (c *HTTPConfig) check() error {
+	if c.MaxProfileDuration < 0 {
+		return errors.New("manager: HTTPConfig.MaxProfileDuration is negative")
+	}
+	if c.MaxProfileDuration == 0 {
+		c.MaxProfileDuration = DefaultMaxProfileDuration
+	}
+	c.MaxProfileDuration = max(c.MaxProfileDuration.Truncate(time.Second), time.Second)
+	if (c.CertFile == "") != (c.KeyFile == "") {
+		return errors.New("manager: HTTPConfig: give both CertFile and KeyFile, or neither")
+	}
+	if _, ok := c.MetricsHandlers["/metrics"]; ok {
+		return errors.New(`manager: HTTPConfig.MetricsHandlers holds "/metrics", which the manager serves`)
+	}
+	addrs := map[string]string{}
+	for _, a := range []struct{ field, addr string }{
+		{"HealthAddress", c.HealthAddress}, {"MetricsAddress", c.MetricsAddress}, {"PprofAddress", c.PprofAddress},
+	} {
+		if a.addr == "" || anyPort(a.addr) {
+			continue
+		}
+		if other, dup := addrs[a.addr]; dup {
+			return fmt.Errorf("manager: HTTPConfig.%s and %s are both %q: each server needs its own address", other, a.field, a.addr)
+		}
+		addrs[a.addr] = a.field
+	}
+	return nil
+}
 
 // serving is the manager's side of HTTP: the metrics registry and the addresses
 // bound while Run serves. Its fields are guarded by mu.
@@ -82,6 +181,10 @@ type serving struct {
 	reg         *prometheus.Registry
 	healthAddr  string // "" unless serving
 	metricsAddr string // "" unless serving
+	pprofAddr   string // "" unless serving
+	// failing holds the reason of each readiness check the last probe found
+	// failing, to log a reason once (health.go).
+	failing map[string]string
 }
 
 // HealthAddr returns the address the health server listens on, with the port
@@ -99,6 +202,14 @@ func (m *Manager) MetricsAddr() string {
 	m.srv.mu.Lock()
 	defer m.srv.mu.Unlock()
 	return m.srv.metricsAddr
+}
+
+// PprofAddr returns the address the pprof server listens on, as HealthAddr
+// does for the health server.
+func (m *Manager) PprofAddr() string {
+	m.srv.mu.Lock()
+	defer m.srv.mu.Unlock()
+	return m.srv.pprofAddr
 }
 
 // ControllerMetrics makes the Prometheus metrics of the controller called name
@@ -192,6 +303,28 @@ func (m *Manager) registry() (*prometheus.Registry, error) {
 	return reg, nil
 }
 
+// server is one of the manager's HTTP servers, before it listens.
+type server struct {
+	name    string // "health", "metrics" or "pprof", for logs
+	addr    string
+	handler http.Handler
+	secure  bool          // TLS, with the auth gate in handler
+	write   time.Duration // http.Server.WriteTimeout
+	bound   *string       // the serving field that reports its address
+}
+
+// httpServer is the http.Server of s, with its bounds.
+func (s server) httpServer(log logr.Logger) *http.Server {
+	return &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: readHeaderTimeout,
+		WriteTimeout:      s.write,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          stdlog.New(logWriter{log.WithName(s.name)}, "", 0),
+	}
+}
+
 // serveHTTP starts the servers Config.HTTP asks for; stop shuts them down.
 // Errors a server meets while serving go to fail.
 func (m *Manager) serveHTTP(ctx context.Context, fail func(error)) (stop func(), err error) {
@@ -201,47 +334,18 @@ func (m *Manager) serveHTTP(ctx context.Context, fail func(error)) (stop func(),
 			return nil, err
 		}
 	}
-	type server struct {
-		addr string
-		mux  *http.ServeMux
-		// health and metrics: which accessor reports its bound address.
-		health, metrics bool
-	}
-	var servers []*server
-	at := func(addr string) *server {
-		for _, s := range servers {
-			if s.addr == addr && !anyPort(addr) {
-				return s
-			}
-		}
-		s := &server{addr: addr, mux: http.NewServeMux()}
-		servers = append(servers, s)
-		return s
-	}
-	if hc.HealthAddress != "" {
-		s := at(hc.HealthAddress)
-		s.health = true
-		s.mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-			writeText(w, http.StatusOK, "ok")
-		})
-		ready := func(w http.ResponseWriter, r *http.Request) { m.serveReadyz(ctx, w, r) }
-		s.mux.HandleFunc("/readyz", ready)
-		s.mux.HandleFunc("/readyz/", ready)
-	}
-	if hc.MetricsAddress != "" {
-		s := at(hc.MetricsAddress)
-		s.metrics = true
-		reg, err := m.registry()
-		if err != nil {
-			return nil, err
-		}
-		s.mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-		if hc.Pprof {
-			addPprof(s.mux)
-		}
+	servers, err := m.httpServers(ctx)
+	if err != nil {
+		return nil, err
 	}
 	if len(servers) == 0 {
 		return func() {}, nil
+	}
+	var tlsConfig *tls.Config
+	if !hc.UnsafeInsecureServing && (hc.MetricsAddress != "" || hc.PprofAddress != "") {
+		if tlsConfig, err = serverTLS(hc.CertFile, hc.KeyFile, time.Now(), m.log.WithName("tls")); err != nil {
+			return nil, err
+		}
 	}
 
 	// Listen on every address before serving any, so that a failure leaves
@@ -255,6 +359,9 @@ func (m *Manager) serveHTTP(ctx context.Context, fail func(error)) (stop func(),
 			}
 			return nil, fmt.Errorf("manager: listen on %q: %w", s.addr, err)
 		}
+		if s.secure {
+			ln = tls.NewListener(ln, tlsConfig)
+		}
 		listeners = append(listeners, ln)
 	}
 	var wg sync.WaitGroup
@@ -262,26 +369,21 @@ func (m *Manager) serveHTTP(ctx context.Context, fail func(error)) (stop func(),
 	m.srv.mu.Lock()
 	for i, s := range servers {
 		ln := listeners[i]
-		hs := &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second}
+		hs := s.httpServer(m.log)
 		https[i] = hs
 		wg.Go(func() {
 			if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-				fail(fmt.Errorf("manager: HTTP server on %s: %w", ln.Addr(), err))
+				fail(fmt.Errorf("manager: %s server on %s: %w", s.name, ln.Addr(), err))
 			}
 		})
-		if s.health {
-			m.srv.healthAddr = ln.Addr().String()
-		}
-		if s.metrics {
-			m.srv.metricsAddr = ln.Addr().String()
-		}
-		m.log.Info("serving HTTP", "address", ln.Addr().String(), "health", s.health, "metrics", s.metrics)
+		*s.bound = ln.Addr().String()
+		m.log.Info("serving HTTP", "server", s.name, "address", ln.Addr().String(), "tls", s.secure)
 	}
 	m.srv.mu.Unlock()
 
 	return func() {
 		m.srv.mu.Lock()
-		m.srv.healthAddr, m.srv.metricsAddr = "", ""
+		m.srv.healthAddr, m.srv.metricsAddr, m.srv.pprofAddr = "", "", ""
 		m.srv.mu.Unlock()
 		sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 		defer cancel()
@@ -292,6 +394,53 @@ func (m *Manager) serveHTTP(ctx context.Context, fail func(error)) (stop func(),
 		}
 		wg.Wait()
 	}, nil
+}
+
+// httpServers makes the servers Config.HTTP asks for; ctx is Run's.
+func (m *Manager) httpServers(ctx context.Context) ([]server, error) {
+	hc := m.cfg.HTTP
+	var servers []server
+	if hc.HealthAddress != "" {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+			writeText(w, http.StatusOK, "ok")
+		})
+		ready := func(w http.ResponseWriter, r *http.Request) { m.serveReadyz(ctx, w, r) }
+		mux.HandleFunc("/readyz", ready)
+		mux.HandleFunc("/readyz/", ready)
+		servers = append(servers, server{name: "health", addr: hc.HealthAddress, handler: mux, write: writeTimeout, bound: &m.srv.healthAddr})
+	}
+	var gate *authGate
+	if !hc.UnsafeInsecureServing && (hc.MetricsAddress != "" || hc.PprofAddress != "") {
+		var err error
+		if gate, err = newAuthGate(m.authRESTConfig(), m.log.WithName("auth")); err != nil {
+			return nil, err
+		}
+	}
+	guard := func(h http.Handler) http.Handler {
+		if gate == nil {
+			return h
+		}
+		return gate.wrap(h)
+	}
+	if hc.MetricsAddress != "" {
+		reg, err := m.registry()
+		if err != nil {
+			return nil, err
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+		for pattern, h := range hc.MetricsHandlers {
+			mux.Handle(pattern, h)
+		}
+		servers = append(servers, server{name: "metrics", addr: hc.MetricsAddress, handler: guard(mux), secure: gate != nil, write: writeTimeout, bound: &m.srv.metricsAddr})
+	}
+	if hc.PprofAddress != "" {
+		mux := http.NewServeMux()
+		addPprof(mux, hc.MaxProfileDuration)
+		servers = append(servers, server{name: "pprof", addr: hc.PprofAddress, handler: guard(mux), secure: gate != nil, write: hc.MaxProfileDuration + writeTimeout, bound: &m.srv.pprofAddr})
+	}
+	return servers, nil
 }
 
 // anyPort reports whether addr lets the system choose the port.
@@ -308,201 +457,12 @@ func writeText(w http.ResponseWriter, code int, body string) {
 	fmt.Fprint(w, body)
 }
 
-// check is one readiness check and, if it fails, why.
-type check struct {
-	name   string
-	reason string // "" when it passes
-}
+// logWriter passes what an http.Server logs (a failed TLS handshake, a
+// panicking handler) to the manager's logger, at verbosity 1: anyone who can
+// reach a port can make a server log.
+type logWriter struct{ log logr.Logger }
 
-// serveReadyz answers /readyz and /readyz/<check>. ctx is Run's: once it ends,
-// the manager is stopping.
-func (m *Manager) serveReadyz(ctx context.Context, w http.ResponseWriter, r *http.Request) {
-	standby := m.cfg.LeaderElection != nil && !m.Leading()
-	checks := readinessChecks(ctx.Err() != nil, standby, m.Informers(), m.Controllers())
-	name := strings.TrimPrefix(r.URL.Path, "/readyz")
-	if name == "" || name == "/" {
-		_, verbose := r.URL.Query()["verbose"]
-		code, body := readyzAnswer(checks, verbose)
-		writeText(w, code, body)
-		return
-	}
-	name = name[1:]
-	for _, c := range checks {
-		if c.name == name {
-			code, body := readyzAnswer([]check{c}, false)
-			writeText(w, code, body)
-			return
-		}
-	}
-	writeText(w, http.StatusNotFound, fmt.Sprintf("no readyz check %q\n", name))
-}
-
-// readinessChecks decides each check from the manager's state: stopping is true
-// once Run is stopping, standby while a leader election is configured and this
-// process does not lead. See HTTPConfig for the rules.
-func readinessChecks(stopping, standby bool, infs []InformerStatus, ctls []ControllerStatus) []check {
-	checks := make([]check, 0, 1+len(infs)+len(ctls))
-	shutdown := check{name: "shutdown"}
-	if stopping {
-		shutdown.reason = "the manager is stopping"
-	}
-	checks = append(checks, shutdown)
-	names := uniqueNames{}
-	for _, inf := range infs {
-		checks = append(checks, check{name: "informer/" + names.next(inf.Name), reason: informerNotReady(inf)})
-	}
-	names = uniqueNames{}
-	for _, c := range ctls {
-		checks = append(checks, check{name: "controller/" + names.next(c.Name), reason: controllerNotReady(c, standby)})
-	}
-	return checks
-}
-
-// informerNotReady says why inf is not ready, or "" if it is.
-func informerNotReady(inf InformerStatus) string {
-	h := inf.Health
-	failing := h.ConsecutiveFailures > 0 && h.LastError != nil
-	var access *reflector.AccessError
-	refused := failing && errors.As(h.LastError, &access)
-	if inf.Synced && !refused {
-		return ""
-	}
-	var b strings.Builder
-	if inf.Synced {
-		b.WriteString("synced, but no longer kept up to date")
-	} else {
-		b.WriteString("not synced")
-	}
-	fmt.Fprintf(&b, " (%s", h.State)
-	if failing {
-		fmt.Fprintf(&b, ", %d consecutive failures", h.ConsecutiveFailures)
-	}
-	b.WriteString(")")
-	if failing {
-		switch {
-		case errors.Is(h.LastError, reflector.ErrForbidden):
-			b.WriteString(": forbidden")
-		case errors.Is(h.LastError, reflector.ErrUnauthorized):
-			b.WriteString(": unauthorized")
-		}
-		b.WriteString(": " + oneLine(h.LastError.Error()))
-	}
-	return b.String()
-}
-
-// controllerNotReady says why c is not ready, or "" if it is.
-func controllerNotReady(c ControllerStatus, standby bool) string {
-	switch c.State {
-	case Running:
-		if !c.Synced {
-			return "running, sources not synced yet"
-		}
-		return ""
-	case Waiting:
-		if standby {
-			return ""
-		}
-		return "not started yet"
-	}
-	if c.Err != nil {
-		return "ended: " + oneLine(c.Err.Error())
-	}
-	return "ended"
-}
-
-// readyzAnswer is the status code and body of an answer listing checks.
-func readyzAnswer(checks []check, verbose bool) (int, string) {
-	failed := false
-	for _, c := range checks {
-		failed = failed || c.reason != ""
-	}
-	if !failed && !verbose {
-		return http.StatusOK, "ok"
-	}
-	var b strings.Builder
-	for _, c := range checks {
-		switch {
-		case c.reason != "":
-			fmt.Fprintf(&b, "[-]%s failed: %s\n", c.name, c.reason)
-		case verbose:
-			fmt.Fprintf(&b, "[+]%s ok\n", c.name)
-		}
-	}
-	if failed {
-		b.WriteString("readyz check failed\n")
-		return http.StatusServiceUnavailable, b.String()
-	}
-	b.WriteString("readyz check passed\n")
-	return http.StatusOK, b.String()
-}
-
-// oneLine keeps a reason on one line of the answer.
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
-}
-
-// uniqueNames tells apart names that repeat: the second "x" is "x #2".
-type uniqueNames map[string]int
-
-func (u uniqueNames) next(name string) string {
-	u[name]++
-	if n := u[name]; n > 1 {
-		return fmt.Sprintf("%s #%d", name, n)
-	}
-	return name
-}
-
-// addPprof serves the runtime's profiles under /debug/pprof/ on mux, with
-// runtime/pprof alone (net/http/pprof would also register them on
-// http.DefaultServeMux).
-func addPprof(mux *http.ServeMux) {
-	mux.HandleFunc("/debug/pprof/", func(w http.ResponseWriter, r *http.Request) {
-		name := strings.TrimPrefix(r.URL.Path, "/debug/pprof/")
-		if name == "" {
-			var b strings.Builder
-			b.WriteString("profile\n")
-			for _, p := range pprof.Profiles() {
-				fmt.Fprintf(&b, "%s\n", p.Name())
-			}
-			writeText(w, http.StatusOK, b.String())
-			return
-		}
-		p := pprof.Lookup(name)
-		if p == nil {
-			writeText(w, http.StatusNotFound, fmt.Sprintf("no profile %q\n", name))
-			return
-		}
-		debug, _ := strconv.Atoi(r.URL.Query().Get("debug"))
-		if debug > 0 {
-			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		} else {
-			w.Header().Set("Content-Type", "application/octet-stream")
-			w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", name))
-		}
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		if name == "heap" && r.URL.Query().Get("gc") != "" {
-			runtime.GC()
-		}
-		p.WriteTo(w, debug)
-	})
-	mux.HandleFunc("/debug/pprof/profile", func(w http.ResponseWriter, r *http.Request) {
-		secs, err := strconv.Atoi(r.URL.Query().Get("seconds"))
-		if err != nil || secs <= 0 {
-			secs = 30
-		}
-		w.Header().Set("Content-Type", "application/octet-stream")
-		w.Header().Set("Content-Disposition", `attachment; filename="profile"`)
-		if err := pprof.StartCPUProfile(w); err != nil {
-			w.Header().Del("Content-Disposition")
-			writeText(w, http.StatusInternalServerError, "could not start the CPU profile: "+err.Error()+"\n")
-			return
-		}
-		t := time.NewTimer(time.Duration(secs) * time.Second)
-		select {
-		case <-t.C:
-		case <-r.Context().Done():
-			t.Stop()
-		}
-		pprof.StopCPUProfile()
-	})
+func (w logWriter) Write(p []byte) (int, error) {
+	w.log.V(1).Info(strings.TrimSpace(string(p)))
+	return len(p), nil
 }

@@ -103,13 +103,13 @@ func TestReadinessChecks(t *testing.T) {
 		infs: []InformerStatus{synced, {Name: "configmaps in ns", Health: reflector.Health{
 			State: reflector.StateBackingOff, LastError: errForbidden, ConsecutiveFailures: 3}}},
 		code: 503,
-		body: "[-]informer/configmaps in ns failed: not synced (BackingOff, 3 consecutive failures): forbidden: " + errForbidden.Error() + "\nreadyz check failed\n",
+		body: "[-]informer/configmaps in ns failed\nreadyz check failed\n",
 	}, {
 		name:    "verbose failure lists the passing checks too",
 		infs:    []InformerStatus{synced, {Name: "configmaps", Health: reflector.Health{State: reflector.StateListing}}},
 		verbose: true,
 		code:    503,
-		body:    "[+]shutdown ok\n[+]informer/pods ok\n[-]informer/configmaps failed: not synced (Listing)\nreadyz check failed\n",
+		body:    "[+]shutdown ok\n[+]informer/pods ok\n[-]informer/configmaps failed\nreadyz check failed\n",
 	}, {
 		name: "recovered informer: an old error does not count",
 		infs: []InformerStatus{{Name: "configmaps", Synced: true, Health: reflector.Health{
@@ -125,7 +125,7 @@ func TestReadinessChecks(t *testing.T) {
 		infs: []InformerStatus{{Name: "configmaps", Synced: true, Health: reflector.Health{
 			State: reflector.StateBackingOff, LastError: errForbidden, ConsecutiveFailures: 1}}},
 		code: 503,
-		body: "[-]informer/configmaps failed: synced, but no longer kept up to date (BackingOff, 1 consecutive failures): forbidden: " + errForbidden.Error() + "\nreadyz check failed\n",
+		body: "[-]informer/configmaps failed\nreadyz check failed\n",
 	}, {
 		name:    "warm standby is ready",
 		standby: true,
@@ -136,23 +136,23 @@ func TestReadinessChecks(t *testing.T) {
 		name: "controllers not started, not standby",
 		ctls: []ControllerStatus{{Name: "c", State: Waiting}, {Name: "d", State: Running}},
 		code: 503,
-		body: "[-]controller/c failed: not started yet\n[-]controller/d failed: running, sources not synced yet\nreadyz check failed\n",
+		body: "[-]controller/c failed\n[-]controller/d failed\nreadyz check failed\n",
 	}, {
 		name: "ended controllers",
 		ctls: []ControllerStatus{{Name: "c", State: Ended, Err: errors.New("boom\nsecond line")}, {Name: "c", State: Ended}},
 		code: 503,
-		body: "[-]controller/c failed: ended: boom second line\n[-]controller/c #2 failed: ended\nreadyz check failed\n",
+		body: "[-]controller/c failed\n[-]controller/c #2 failed\nreadyz check failed\n",
 	}, {
 		name:     "stopping",
 		stopping: true,
 		infs:     []InformerStatus{synced},
 		code:     503,
-		body:     "[-]shutdown failed: the manager is stopping\nreadyz check failed\n",
+		body:     "[-]shutdown failed\nreadyz check failed\n",
 	}, {
 		name: "informers of one name are told apart",
 		infs: []InformerStatus{synced, {Name: "pods"}},
 		code: 503,
-		body: "[-]informer/pods #2 failed: not synced (Stopped)\nreadyz check failed\n",
+		body: "[-]informer/pods #2 failed\nreadyz check failed\n",
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -194,11 +194,14 @@ func (r *startedRunnable) Run(ctx context.Context) error {
 	return nil
 }
 
-// TestServeHTTP: with addresses "127.0.0.1:0" Run binds both servers before it
-// waits for the informers; /readyz answers 503 naming a Forbidden informer and
-// why, then 200 once the informer is allowed and the controllers run; /healthz
-// answers throughout; /metrics serves the informer and leader series and pprof
-// its profiles. When Run returns the servers are closed and the addresses "".
+// TestServeHTTP: with addresses "127.0.0.1:0" Run binds the three servers
+// before it waits for the informers; /readyz answers 503 naming a Forbidden
+// informer but not why, then 200 once the informer is allowed and the
+// controllers run; /healthz answers throughout; /metrics serves the informer
+// and leader series, and the pprof server (its own, not the metrics server)
+// its profiles, refusing a CPU profile or trace longer than
+// MaxProfileDuration. When Run returns the servers are closed and the
+// addresses "".
 func TestServeHTTP(t *testing.T) {
 	srv := newServer(t, 3)
 	srv.Forbid(reflectortest.List, true)
@@ -215,7 +218,10 @@ func TestServeHTTP(t *testing.T) {
 			}
 		},
 	})
-	m := newHTTPManager(t, HTTPConfig{HealthAddress: "127.0.0.1:0", MetricsAddress: "127.0.0.1:0", Pprof: true})
+	m := newHTTPManager(t, HTTPConfig{
+		HealthAddress: "127.0.0.1:0", MetricsAddress: "127.0.0.1:0", PprofAddress: "127.0.0.1:0",
+		MaxProfileDuration: 2 * time.Second, UnsafeInsecureServing: true,
+	})
 	addInformer(m, inf)
 	worker := &startedRunnable{started: make(chan struct{})}
 	if err := m.Add(worker); err != nil {
@@ -230,19 +236,19 @@ func TestServeHTTP(t *testing.T) {
 	go func() { done <- m.Run(ctx) }()
 
 	<-refused // the informer started, so the servers listen
-	health, metrics := "http://"+m.HealthAddr(), "http://"+m.MetricsAddr()
-	if health == metrics {
-		t.Fatalf("health and metrics share %s, want two servers", health)
+	health, metrics, pprof := "http://"+m.HealthAddr(), "http://"+m.MetricsAddr(), "http://"+m.PprofAddr()
+	if health == metrics || metrics == pprof || health == pprof {
+		t.Fatalf("health %s, metrics %s, pprof %s: want three servers", health, metrics, pprof)
 	}
 	if code, body := get(t, health+"/healthz"); code != 200 || body != "ok" {
 		t.Errorf("/healthz: %d %q, want 200 ok", code, body)
 	}
 	code, body := get(t, health+"/readyz")
-	if code != 503 || !strings.Contains(body, "[-]informer/configmaps in ns failed: not synced") || !strings.Contains(body, ": forbidden: ") {
-		t.Errorf("/readyz while forbidden: %d %q, want 503 naming the informer and forbidden", code, body)
+	if want := "[-]informer/configmaps in ns failed\n[-]controller/worker failed\nreadyz check failed\n"; code != 503 || body != want {
+		t.Errorf("/readyz while forbidden: %d %q, want 503 %q (the names, no reason)", code, body, want)
 	}
-	if code, body := get(t, health+"/readyz/informer/configmaps%20in%20ns"); code != 503 || !strings.Contains(body, "forbidden") {
-		t.Errorf("/readyz/informer/configmaps in ns: %d %q, want 503 forbidden", code, body)
+	if code, body := get(t, health+"/readyz/informer/configmaps%20in%20ns"); code != 503 || body != "[-]informer/configmaps in ns failed\nreadyz check failed\n" {
+		t.Errorf("/readyz/informer/configmaps in ns: %d %q, want 503 naming it alone", code, body)
 	}
 	if code, _ := get(t, health+"/readyz/informer/nothing"); code != 404 {
 		t.Errorf("/readyz/informer/nothing: %d, want 404", code)
@@ -269,11 +275,22 @@ func TestServeHTTP(t *testing.T) {
 			t.Errorf("/metrics: %d, no line %q in\n%s", code, want, body)
 		}
 	}
-	if code, body := get(t, metrics+"/debug/pprof/"); code != 200 || !strings.Contains(body, "goroutine\n") {
-		t.Errorf("/debug/pprof/: %d %q, want 200 listing goroutine", code, body)
+	if code, body := get(t, pprof+"/debug/pprof/"); code != 200 || !strings.Contains(body, "goroutine\n") || !strings.Contains(body, "trace\n") {
+		t.Errorf("/debug/pprof/: %d %q, want 200 listing goroutine and trace", code, body)
 	}
-	if code, body := get(t, metrics+"/debug/pprof/goroutine?debug=1"); code != 200 || !strings.Contains(body, "goroutine profile:") {
+	if code, body := get(t, pprof+"/debug/pprof/goroutine?debug=1"); code != 200 || !strings.Contains(body, "goroutine profile:") {
 		t.Errorf("/debug/pprof/goroutine?debug=1: %d, want 200 and the profile", code)
+	}
+	for _, path := range []string{"/debug/pprof/profile?seconds=3", "/debug/pprof/trace?seconds=3", "/debug/pprof/profile?seconds=-1", "/debug/pprof/trace?seconds=x"} {
+		if code, body := get(t, pprof+path); code != 400 || !strings.Contains(body, "seconds") {
+			t.Errorf("%s with a maximum of 2s: %d %q, want 400", path, code, body)
+		}
+	}
+	if code, body := get(t, pprof+"/debug/pprof/profile?seconds=1"); code != 200 || len(body) == 0 {
+		t.Errorf("/debug/pprof/profile?seconds=1: %d, %d bytes, want 200 and a profile", code, len(body))
+	}
+	if code, _ := get(t, metrics+"/debug/pprof/"); code != 404 {
+		t.Errorf("/debug/pprof/ on the metrics server: %d, want 404", code)
 	}
 	if code, _ := get(t, health+"/metrics"); code != 404 {
 		t.Errorf("/metrics on the health server: %d, want 404", code)
@@ -283,8 +300,8 @@ func TestServeHTTP(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Run = %v", err)
 	}
-	if m.HealthAddr() != "" || m.MetricsAddr() != "" {
-		t.Errorf("addresses %q and %q after Run, want none", m.HealthAddr(), m.MetricsAddr())
+	if m.HealthAddr() != "" || m.MetricsAddr() != "" || m.PprofAddr() != "" {
+		t.Errorf("addresses %q, %q and %q after Run, want none", m.HealthAddr(), m.MetricsAddr(), m.PprofAddr())
 	}
 	if c, err := net.Dial("tcp", strings.TrimPrefix(health, "http://")); err == nil {
 		c.Close()
@@ -292,36 +309,32 @@ func TestServeHTTP(t *testing.T) {
 	}
 }
 
-// TestServeHTTPSharedAddress: one address for both servers serves probes and
-// metrics on one listener.
-func TestServeHTTPSharedAddress(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+// TestHTTPConfigCheck: New refuses an HTTPConfig that cannot be served as
+// documented, and fills in MaxProfileDuration.
+func TestHTTPConfigCheck(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		hc   HTTPConfig
+		want string // in the error
+	}{
+		{"health and metrics share an address", HTTPConfig{HealthAddress: "127.0.0.1:8080", MetricsAddress: "127.0.0.1:8080"}, "each server needs its own address"},
+		{"metrics and pprof share an address", HTTPConfig{MetricsAddress: ":8443", PprofAddress: ":8443"}, "each server needs its own address"},
+		{"a certificate without its key", HTTPConfig{MetricsAddress: ":8443", CertFile: "tls.crt"}, "both CertFile and KeyFile"},
+		{"negative MaxProfileDuration", HTTPConfig{MaxProfileDuration: -time.Second}, "negative"},
+		{"a handler of /metrics", HTTPConfig{MetricsHandlers: map[string]http.Handler{"/metrics": http.NotFoundHandler()}}, `"/metrics"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := New(Config{RESTConfig: &rest.Config{Host: "http://127.0.0.1:1"}, HTTP: tt.hc})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("New = %v, want an error with %q", err, tt.want)
+			}
+		})
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	m := newHTTPManager(t, HTTPConfig{HealthAddress: addr, MetricsAddress: addr})
-	worker := &startedRunnable{started: make(chan struct{})}
-	if err := m.Add(worker); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	<-worker.started
-	if m.HealthAddr() != addr || m.MetricsAddr() != addr {
-		t.Errorf("addresses %q and %q, want both %q", m.HealthAddr(), m.MetricsAddr(), addr)
-	}
-	if code, _ := get(t, "http://"+addr+"/readyz"); code != 200 {
-		t.Errorf("/readyz: %d, want 200", code)
-	}
-	if code, body := get(t, "http://"+addr+"/metrics"); code != 200 || !strings.Contains(body, "ctrlkit_manager_leader 1") {
-		t.Errorf("/metrics: %d, want 200 with ctrlkit_manager_leader 1", code)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("Run = %v", err)
+	for _, tt := range []struct{ in, want time.Duration }{{0, DefaultMaxProfileDuration}, {2500 * time.Millisecond, 2 * time.Second}, {time.Millisecond, time.Second}} {
+		m := newHTTPManager(t, HTTPConfig{HealthAddress: "127.0.0.1:0", MetricsAddress: "127.0.0.1:0", PprofAddress: "127.0.0.1:0", MaxProfileDuration: tt.in})
+		if got := m.cfg.HTTP.MaxProfileDuration; got != tt.want {
+			t.Errorf("MaxProfileDuration %v became %v, want %v", tt.in, got, tt.want)
+		}
 	}
 }
 
@@ -363,8 +376,8 @@ func TestNothingListensByDefault(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()
 	<-worker.started
-	if m.HealthAddr() != "" || m.MetricsAddr() != "" {
-		t.Errorf("addresses %q and %q, want none", m.HealthAddr(), m.MetricsAddr())
+	if m.HealthAddr() != "" || m.MetricsAddr() != "" || m.PprofAddr() != "" {
+		t.Errorf("addresses %q, %q and %q, want none", m.HealthAddr(), m.MetricsAddr(), m.PprofAddr())
 	}
 	m.srv.mu.Lock()
 	reg := m.srv.reg

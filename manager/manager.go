@@ -83,7 +83,9 @@ type Config struct {
 	// requests, for unit tests.
 	RESTMapper meta.RESTMapper
 
-	// HTTP serves the probes, metrics and pprof; nothing listens by default.
+	// HTTP serves the probes, metrics and pprof; nothing listens by default,
+	// and metrics and pprof are served over TLS to callers the API server
+	// authenticates and authorizes (see HTTPConfig).
 	HTTP HTTPConfig
 
 	// Sharding, if set, makes this process one of several replicas that split
@@ -169,6 +171,9 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if cfg.SyncTimeout == 0 {
 		cfg.SyncTimeout = DefaultSyncTimeout
+	}
+	if err := cfg.HTTP.check(); err != nil {
+		return nil, err
 	}
 	m := &Manager{
 		cfg:       cfg,

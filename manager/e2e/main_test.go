@@ -19,7 +19,7 @@ var env *testenv.Env
 
 func TestMain(m *testing.M) {
 	os.Exit(testenv.RunTests(m, testenv.Config{
-		Users: []testenv.User{{Name: "norights"}},
+		Users: []testenv.User{{Name: "norights"}, {Name: managerUser}},
 		// Sharded list and watch (KEP-5866, alpha), for the sharded managers.
 		APIServerFlags: []string{"--feature-gates=ShardedListAndWatch=true"},
 	}, &env, leakcheck.Check))

@@ -73,6 +73,7 @@ func startShardedReplica(t *testing.T, ns, id string, l *shardLedger, metrics bo
 	}}
 	if metrics {
 		cfg.HTTP.MetricsAddress = "127.0.0.1:0"
+		cfg.HTTP.UnsafeInsecureServing = true
 	}
 	m, err := manager.New(cfg)
 	if err != nil {

@@ -23,10 +23,10 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/ctrlkit/ctrlkit/examples/internal/rbacfile"
 	"github.com/ctrlkit/ctrlkit/examples/network-controller/backend"
 	"github.com/ctrlkit/ctrlkit/examples/network-controller/network"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/internal/rbacfile"
 	"github.com/ctrlkit/ctrlkit/internal/testrun"
 	"github.com/ctrlkit/ctrlkit/manager"
 	"github.com/ctrlkit/ctrlkit/testenv"

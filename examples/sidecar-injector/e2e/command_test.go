@@ -17,7 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/ctrlkit/ctrlkit/examples/internal/rbacfile"
+	"github.com/ctrlkit/ctrlkit/internal/rbacfile"
 )
 
 // TestCommand builds the sidecar-injector command, runs it with a kubeconfig for the

@@ -1,6 +1,6 @@
-// Package rbacfile grants a user exactly the rights an example's RBAC manifest gives its
-// ServiceAccount, so that end-to-end tests run the example controller with least privilege
-// and prove the manifest is sufficient.
+// Package rbacfile grants a user exactly the rights an RBAC manifest (an example's, or
+// the manager's manager/rbac/rbac.yaml) gives its ServiceAccount, so that end-to-end
+// tests run with least privilege and prove the manifest is sufficient.
 package rbacfile
 
 import (
