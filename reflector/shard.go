@@ -42,8 +42,8 @@ const (
 // resourceVersion with one LIST of at most one object): a replica that holds
 // no slot yet costs the server nothing, even where the server does not filter.
 type Shard struct {
-	// Field is the hashed field: ShardByUID, ShardByNamespace or
-	// ShardByControllerUID.
+	// Field is the hashed field: ShardByUID, ShardByNamespace, ShardByName
+	// or ShardByControllerName.
 	Field string
 	// Ranges are the hash ranges of the shard, each [Start, End).
 	Ranges []Range

@@ -7,9 +7,9 @@
 // stops everything cleanly at any point.
 //
 // With -replicas N (N > 1) the controllers run in N managers in this process, replicas r0,
-// r1, ... of one group (manager.Config.Sharding) that split the objects by their UID (a Pod
-// by its PodSet's): each caches and reconciles its share, filtered by kube-apiserver (started
-// with the ShardedListAndWatch feature gate) where it can. The progress lines then show each
+// r1, ... of one group (manager.Config.Sharding) that split the objects by their key (a Pod
+// by its PodSet's): each caches and reconciles its share, and no key is ever reconciled by
+// two replicas, also when an object is deleted and re-created. The progress lines then show each
 // replica's share; unless -leave=false, the last replica leaves half-way through and the
 // others take its slots; the summary tells how the work was split.
 package main
@@ -46,7 +46,6 @@ func main() {
 	seed := flag.Uint64("seed", 0, "random seed of the workload (0: from the clock)")
 	replicas := flag.Int("replicas", 1, "run the controllers as this many replicas that split the objects (1: one manager, no sharding)")
 	leave := flag.Bool("leave", true, "with -replicas above 1, the last replica leaves half-way through the workload")
-	serverFiltering := flag.Bool("server-filtering", true, "start kube-apiserver with --feature-gates=ShardedListAndWatch=true, so that it filters the replicas' lists and watches (false: they filter what they receive)")
 	flag.Parse()
 	if *duration <= 0 || *rate <= 0 {
 		fmt.Fprintln(os.Stderr, "demo: -duration and -rate must be positive")
@@ -62,7 +61,7 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := run(ctx, options{duration: *duration, rate: *rate, seed: *seed, replicas: *replicas, leave: *leave, serverFiltering: *serverFiltering})
+	err := run(ctx, options{duration: *duration, rate: *rate, seed: *seed, replicas: *replicas, leave: *leave})
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:
@@ -79,17 +78,13 @@ const demoNS = "demo"
 // maxReplicas bounds -replicas: every replica is a manager of its own in this process.
 const maxReplicas = 8
 
-// shardedListAndWatch turns on server-side filtering of sharded lists and watches (KEP-5866).
-const shardedListAndWatch = "--feature-gates=ShardedListAndWatch=true"
-
 // options are the command line's.
 type options struct {
-	duration        time.Duration
-	rate            float64
-	seed            uint64
-	replicas        int
-	leave           bool
-	serverFiltering bool
+	duration time.Duration
+	rate     float64
+	seed     uint64
+	replicas int
+	leave    bool
 }
 
 func run(ctx context.Context, o options) error {
@@ -97,11 +92,7 @@ func run(ctx context.Context, o options) error {
 	sharded := o.replicas > 1
 	fmt.Println("starting etcd and kube-apiserver on 127.0.0.1 ...")
 	start := time.Now()
-	var tc testenv.Config
-	if o.serverFiltering {
-		tc.APIServerFlags = []string{shardedListAndWatch}
-	}
-	env, err := testenv.Start(ctx, tc)
+	env, err := testenv.Start(ctx, testenv.Config{})
 	if err != nil {
 		return err
 	}
@@ -112,13 +103,6 @@ func run(ctx context.Context, o options) error {
 	etcdPID, apiPID := env.PIDs()
 	fmt.Printf("control plane ready at %s in %v (etcd pid %d, kube-apiserver pid %d)\n",
 		env.APIServerURL(), time.Since(start).Round(time.Millisecond), etcdPID, apiPID)
-	if sharded {
-		if o.serverFiltering {
-			fmt.Printf("kube-apiserver runs with %s: it filters sharded lists and watches (KEP-5866)\n", shardedListAndWatch)
-		} else {
-			fmt.Println("kube-apiserver runs without the ShardedListAndWatch feature gate: the replicas filter what they receive")
-		}
-	}
 	cfg := env.Config()
 
 	// The Network controller's external system: an HTTP service on loopback, state on disk.

@@ -53,15 +53,15 @@ type replica struct {
 
 // newReplica builds a manager with the three controllers. With sharded, the manager is
 // replica id of the group and each controller runs with Options.Sharded: the injector's
-// Deployments, the Networks and the PodSets are sharded by their UID, the Pods by their
-// controller's UID (with their PodSet). Each controller counts into its stats, whose
+// Deployments, the Networks and the PodSets are sharded by their key (namespace/name), the
+// Pods by their controller's (with their PodSet). Each controller counts into its stats, whose
 // parents are the totals of every replica.
 func newReplica(cfg *rest.Config, id string, sharded bool, backendURL string, totals []*stats) (*replica, error) {
 	mc := manager.Config{RESTConfig: cfg}
 	if sharded {
 		mc.Sharding = &manager.Sharding{
 			Namespace: shardNamespace, Group: shardGroup, Identity: id,
-			Field: reflector.ShardByUID, Slots: shardSlots,
+			Slots: shardSlots,
 			LeaseDuration: shardLeaseDuration, RenewPeriod: shardRenewPeriod, RenewDeadline: shardRenewDeadline,
 		}
 	}
@@ -224,8 +224,8 @@ func printSplit(vs []replicaView, took time.Duration) {
 
 // filtering describes who filters each sharded informer, as the running replicas'
 // informers last found (reflector.Health.ShardFiltering): the server, or the replica
-// itself (client-side), which is always so for the Pods, placed by their controller's
-// UID; "mixed" where the replicas disagree.
+// itself (client-side), which is always so for objects placed by their key or their
+// controller's; "mixed" where the replicas disagree.
 func filtering(vs []replicaView) string {
 	var parts []string
 	for i, n := range cachedNames {
@@ -299,7 +299,7 @@ func (h handoff) String() string {
 
 // anyCache measures cache lag across replicas: a write has reached the controllers
 // when the first replica's cache has applied it, which is the one whose shard holds
-// the object (the others, filtered by the server, see nothing of it).
+// the object (the others filter it out).
 type anyCache []cacheWaiter
 
 func (a anyCache) WaitForCache(ctx context.Context, rv string) error {

@@ -12,21 +12,20 @@ import (
 	"github.com/ctrlkit/ctrlkit/examples/network-controller/backend"
 	"github.com/ctrlkit/ctrlkit/examples/network-controller/network"
 	"github.com/ctrlkit/ctrlkit/examples/replicaset/podset"
-	"github.com/ctrlkit/ctrlkit/reflector"
 )
 
 // checkSplit: each running replica caches as many Deployments, Networks, PodSets and Pods
-// as its shard holds on the server (an object placed by its UID, a Pod by its
+// as its shard holds on the server (an object placed by its key, a Pod by its
 // controller's), and their shards hold every object once between them.
 func checkSplit(reps []*replica) check {
 	return func(ctx context.Context, c *clients, _ *backend.Server) (string, []string, error) {
-		var uids [cachedKinds][]string // what places each object
+		var uids [cachedKinds][]string // the key that places each object, "namespace/name"
 		deps, err := c.kube.AppsV1().Deployments(demoNS).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return "", nil, err
 		}
 		for _, d := range deps.Items {
-			uids[cachedDeployments] = append(uids[cachedDeployments], string(d.UID))
+			uids[cachedDeployments] = append(uids[cachedDeployments], d.Namespace+"/"+d.Name)
 		}
 		for i, res := range map[int]schema.GroupVersionResource{cachedNetworks: network.GroupVersionResource, cachedPodSets: podset.GroupVersionResource} {
 			list, err := c.dyn.Resource(res).Namespace(demoNS).List(ctx, metav1.ListOptions{})
@@ -34,7 +33,7 @@ func checkSplit(reps []*replica) check {
 				return "", nil, err
 			}
 			for _, u := range list.Items {
-				uids[i] = append(uids[i], string(u.GetUID()))
+				uids[i] = append(uids[i], u.GetNamespace()+"/"+u.GetName())
 			}
 		}
 		pods, err := c.kube.CoreV1().Pods(demoNS).List(ctx, metav1.ListOptions{})
@@ -42,7 +41,12 @@ func checkSplit(reps []*replica) check {
 			return "", nil, err
 		}
 		for i := range pods.Items {
-			uids[cachedPods] = append(uids[cachedPods], string(reflector.ControllerUID(&pods.Items[i])))
+			p := &pods.Items[i]
+			name := p.Name
+			if ref := metav1.GetControllerOf(p); ref != nil {
+				name = ref.Name
+			}
+			uids[cachedPods] = append(uids[cachedPods], p.Namespace+"/"+name)
 		}
 
 		var problems, parts []string
@@ -57,7 +61,8 @@ func checkSplit(reps []*replica) check {
 			var want [cachedKinds]int
 			for k := range uids {
 				for j, u := range uids[k] {
-					if v.held.Contains("", u) {
+					ns, name, _ := strings.Cut(u, "/")
+					if v.held.ContainsKey(ns, name) {
 						want[k]++
 						holders[k][j]++
 					}
@@ -98,7 +103,7 @@ func plural(n int, what string) string {
 // (those taken at the start, from initial, included).
 func printSummary(reps []*replica, initial []replicaView, left *handoff, start time.Time) {
 	vs := views(reps)
-	fmt.Printf("how %d replicas split the work (objects placed by UID, Pods by their PodSet's; filtered: %s):\n", len(reps), filtering(vs))
+	fmt.Printf("how %d replicas split the work (objects placed by their key, Pods by their PodSet's; filtered: %s):\n", len(reps), filtering(vs))
 	for i, v := range vs {
 		where := fmt.Sprintf("at the end %d slots (%.1f%%) holding %s", v.slots, 100*v.fraction, kindCounts(v.cached))
 		if !v.left.IsZero() {

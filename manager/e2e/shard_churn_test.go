@@ -166,10 +166,11 @@ func shiftLeaseTimes(body []byte, d time.Duration) []byte {
 
 // churnReplica is one manager of the churn test's group.
 type churnReplica struct {
-	id    string
-	clock *skewedClock
-	cut   *netcut.Cutter
-	stop  func() error
+	id     string
+	clock  *skewedClock
+	cut    *netcut.Cutter
+	stop   func() error
+	status func() manager.ShardStatus
 }
 
 const churnOwnerIndex = "by-controller-uid"
@@ -246,6 +247,7 @@ func startChurnReplica(t *testing.T, ns, id string, offset time.Duration, l *sha
 	if err := manager.AddSharded(m, ctl, manager.OwnsKey); err != nil {
 		t.Fatal(err)
 	}
+	r.status = func() manager.ShardStatus { st, _ := m.ShardStatus(); return st }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()
@@ -388,31 +390,44 @@ func TestShardedChurn(t *testing.T) {
 	}
 	t.Logf("%d re-creations, %d leaves, %d cuts, %d clock steps; %d replicas at the end", recreated, leaves, cuts, steps, len(reps))
 
-	converged := func() bool {
+	// diverged describes what has not converged yet, "" once everything has.
+	diverged := func() string {
+		var out []string
 		b.mu.Lock()
-		defer b.mu.Unlock()
 		for name, uid := range live {
-			if b.entries[ns+"/"+name] != uid {
-				return false
+			if got := b.entries[ns+"/"+name]; got != uid {
+				out = append(out, fmt.Sprintf("%s: backend entry %q, owner %s", name, got, uid))
 			}
 		}
 		for key := range b.entries {
 			if _, ok := live[strings.TrimPrefix(key, ns+"/")]; !ok {
-				return false
+				out = append(out, key+": backend entry without owner")
 			}
 		}
+		b.mu.Unlock()
 		list, err := kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return false
+			return err.Error()
 		}
 		for _, cm := range list.Items {
 			if uid, ok := live[cm.Name]; ok && cm.UID == uid && cm.Data["children"] != strconv.Itoa(kids[uid]) {
-				return false
+				out = append(out, fmt.Sprintf("%s: counts %q children, has %d", cm.Name, cm.Data["children"], kids[uid]))
 			}
 		}
-		return true
+		slices.Sort(out)
+		return strings.Join(out, "; ")
 	}
-	waitFor(t, 60*time.Second, "every key converged", converged)
+	var last string
+	deadline = time.Now().Add(60 * time.Second)
+	for last = diverged(); last != "" && time.Now().Before(deadline); last = diverged() {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if last != "" {
+		for _, r := range reps {
+			t.Logf("%s: %+v", r.id, r.status())
+		}
+		t.Fatalf("not converged after 60 s: %s", last)
+	}
 
 	l.mu.Lock()
 	if len(l.overlaps) > 0 {

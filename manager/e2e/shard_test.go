@@ -53,7 +53,7 @@ func (l *shardLedger) leave(id, key string) {
 }
 
 // shardedReplica is one manager of the group: owner ConfigMaps sharded by
-// UID, their child Secrets by their controller's UID, one controller that
+// name, their child Secrets by their controller's name, one controller that
 // writes each owner's count of children.
 type shardedReplica struct {
 	id       string
@@ -137,8 +137,8 @@ func startShardedReplica(t *testing.T, ns, id string, l *shardLedger, metrics bo
 
 // TestShardedManagers: three managers split a controller of owner ConfigMaps
 // whose child Secrets are mapped to their owner: each caches about a third of
-// the owners (filtered by the server) and exactly their children (filtered
-// by the reflector, by controller UID), every owner converges to its count
+// the owners and exactly their children (filtered by the reflector, by name
+// and by controller name), every owner converges to its count
 // of children, a deleted owner's key is reconciled by the replica that held
 // it, no key is reconciled by two replicas at once, also while one replica
 // leaves, and /metrics shows the split.
@@ -223,8 +223,8 @@ func TestShardedManagers(t *testing.T) {
 				t.Errorf("%s caches %s without its owner %s", r.id, s.Name, owner)
 			}
 		}
-		if h := r.owners.Health(); h.ShardFiltering != reflector.ShardFilteringServer {
-			t.Errorf("%s: owners filtered by %q, want the server", r.id, h.ShardFiltering)
+		if h := r.owners.Health(); h.ShardFiltering != reflector.ShardFilteringClient {
+			t.Errorf("%s: owners filtered by %q, want the client (the server cannot filter by name)", r.id, h.ShardFiltering)
 		}
 		if h := r.children.Health(); h.ShardFiltering != reflector.ShardFilteringClient {
 			t.Errorf("%s: children filtered by %q, want the client", r.id, h.ShardFiltering)
@@ -245,9 +245,9 @@ func TestShardedManagers(t *testing.T) {
 	for _, w := range []string{
 		"ctrlkit_shard_members 3",
 		fmt.Sprintf("ctrlkit_shard_slots %d", st.Slots),
-		fmt.Sprintf(`ctrlkit_shard_keys_owned{filtering="server",informer="configmaps in %s"} %d`, ns, reps[0].owners.Indexer().Len()),
+		fmt.Sprintf(`ctrlkit_shard_keys_owned{filtering="client",informer="configmaps in %s"} %d`, ns, reps[0].owners.Indexer().Len()),
 		`ctrlkit_shard_handoffs_total{direction="granted"}`,
-		`ctrlkit_shard_info{field="object.metadata.uid",group="owners",identity="r0"} 1`,
+		`ctrlkit_shard_info{field="object.metadata.namespace/name",group="owners",identity="r0"} 1`,
 		"ctrlkit_shard_range{",
 	} {
 		if code != 200 || !strings.Contains(body, w) {

@@ -113,20 +113,19 @@ var replicaSummary = regexp.MustCompile(`(?m)^  (r\d)  reconciles (\d+)/(\d+)/(\
 // TestDemoReplicas runs the demo's controllers as three replicas of one sharded group,
 // the last of which leaves half-way through: every replica reconciles part of the work,
 // the two that stay take the third's slots, and at the end everything converged and each
-// replica caches exactly the objects of its shard. With the ShardedListAndWatch gate the
-// server filters the Deployments, Networks and PodSets (the Pods, placed by their
-// controller's UID, the replicas themselves); without it, the replicas filter everything.
+// replica caches exactly the objects of its shard. Objects are placed by their key (a
+// Pod by its controller's), which the server cannot filter by: the replicas filter what
+// they receive.
 func TestDemoReplicas(t *testing.T) {
 	for _, tc := range []struct {
-		name, gate, filtered string
+		name, filtered string
 	}{
-		{"server-side", "true", "server"},
-		{"client-side", "false", "client"},
+		{"by-name", "client"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, demoBin, "-replicas", "3", "-server-filtering="+tc.gate, "-duration", "12s", "-rate", "20", "-seed", "11")
+			cmd := exec.CommandContext(ctx, demoBin, "-replicas", "3", "-duration", "12s", "-rate", "20", "-seed", "11")
 			var out bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &out
 			if err := cmd.Run(); err != nil {

@@ -219,8 +219,8 @@ func TestNewSharded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sh := c.inf.Shard(); sh.Field != reflector.ShardByUID || len(sh.Ranges) != 0 {
-		t.Errorf("Network cache's shard %+v, want the empty shard by UID", sh)
+	if sh := c.inf.Shard(); sh.Field != reflector.ShardByName || len(sh.Ranges) != 0 {
+		t.Errorf("Network cache's shard %+v, want the empty shard by name", sh)
 	}
 	if ctls := m.Controllers(); len(ctls) != 1 {
 		t.Errorf("manager runs %d controllers, want 1", len(ctls))

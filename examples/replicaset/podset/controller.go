@@ -69,11 +69,11 @@ type Options struct {
 	// (manager.Config.Sharding, which m must have): its PodSet cache holds only
 	// this replica's share (manager.ShardByObject), its Pod cache the Pods of
 	// those PodSets (manager.ShardByController: a Pod is placed by its
-	// controller's UID, or with Field reflector.ShardByNamespace by its
-	// namespace, so that it lands with its PodSet), and it reconciles only their
-	// keys (manager.AddSharded). By UID, the Pods without a controller all hash
-	// alike: one replica sees the orphans, and adopts them only for its own
-	// PodSets. Not with WrapPods.
+	// controller's key, or with Field reflector.ShardByNamespace by its
+	// namespace, so that it lands with its PodSet), and it reconciles only the
+	// keys it owns (manager.AddSharded with manager.OwnsKey). By name, a Pod
+	// without a controller is placed by its own key: a replica adopts only the
+	// orphans it sees, for its own PodSets. Not with WrapPods.
 	Sharded bool
 }
 

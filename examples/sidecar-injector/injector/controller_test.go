@@ -83,8 +83,8 @@ func TestNewSharded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sh := c.deployments.Shard(); sh.Field != reflector.ShardByUID || len(sh.Ranges) != 0 {
-		t.Errorf("Deployment cache's shard %+v, want the empty shard by UID", sh)
+	if sh := c.deployments.Shard(); sh.Field != reflector.ShardByName || len(sh.Ranges) != 0 {
+		t.Errorf("Deployment cache's shard %+v, want the empty shard by name", sh)
 	}
 	if sh := c.configMaps.Shard(); !sh.IsZero() {
 		t.Errorf("ConfigMap cache's shard %+v, want none", sh)
