@@ -25,8 +25,9 @@
 //     event broadcaster and the HTTP servers. When Run returns, nothing it started
 //     is still running, except user code that ignored its cancelled context
 //     longer than a shutdown timeout: Run's return is bounded by
-//     Config.ShutdownTimeout (and each controller's by its own
-//     reconcile.Config.ShutdownTimeout), after which it abandons what still
+//     Config.ShutdownTimeout (each controller's by its own
+//     reconcile.Config.ShutdownTimeout, each informer's wait for its handlers
+//     by informer.DefaultShutdownTimeout), after which it abandons what still
 //     runs and returns an error wrapping reconcile.ErrShutdownTimeout that
 //     names it.
 //   - Run returns nil when its context ends, or the first error that stopped it,

@@ -302,10 +302,11 @@ func runnableName(r Runnable) string {
 // Run runs the informers and the controllers until ctx ends or one of them
 // fails; see the package documentation for the order. It returns nil when ctx
 // ends, the first error otherwise (reconcile.ErrLeadershipLost when the lease
-// is lost), or ErrAlreadyStarted. If stopping the controllers ran into a
-// shutdown timeout (a controller's own, or Config.ShutdownTimeout), the error
-// also wraps reconcile.ErrShutdownTimeout and the *ShutdownError or
-// *reconcile.ShutdownError that says which code was left running.
+// is lost), or ErrAlreadyStarted. If stopping ran into a shutdown timeout (a
+// controller's or an informer's own, or Config.ShutdownTimeout), the error also
+// wraps reconcile.ErrShutdownTimeout and the *ShutdownError,
+// *reconcile.ShutdownError or *informer.ShutdownError that says which code was
+// left running.
 func (m *Manager) Run(ctx context.Context) (err error) {
 	m.mu.Lock()
 	if m.state != notStarted {
@@ -366,9 +367,14 @@ func (m *Manager) Run(ctx context.Context) (err error) {
 	// Informers run on a context of their own: they stop after the controllers.
 	infCtx, stopInformers := context.WithCancel(context.WithoutCancel(ctx))
 	var informers sync.WaitGroup
+	var infMu sync.Mutex
+	var infShutdown []error // the informers' shutdown timeouts; guarded by infMu
 	defer func() {
 		stopInformers()
 		informers.Wait()
+		infMu.Lock()
+		err = withShutdown(err, errors.Join(infShutdown...))
+		infMu.Unlock()
 	}()
 	m.mu.Lock()
 	m.startInformer = func(e *informerEntry) {
@@ -376,8 +382,15 @@ func (m *Manager) Run(ctx context.Context) (err error) {
 		e.stop, e.done = cancel, make(chan struct{})
 		informers.Go(func() {
 			defer close(e.done)
-			if err := e.inf.Run(ectx); err != nil && ectx.Err() == nil {
+			err := e.inf.Run(ectx)
+			switch {
+			case err == nil:
+			case ectx.Err() == nil:
 				failWith(fmt.Errorf("manager: informer %q: %w", e.inf.Name(), err))
+			case errors.Is(err, reconcile.ErrShutdownTimeout):
+				infMu.Lock()
+				infShutdown = append(infShutdown, fmt.Errorf("manager: informer %q: %w", e.inf.Name(), err))
+				infMu.Unlock()
 			}
 		})
 	}

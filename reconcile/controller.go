@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/workqueue"
 )
 
@@ -34,8 +35,9 @@ var (
 	ErrLeadershipLost = errors.New("reconcile: leader election lost")
 	// ErrShutdownTimeout is wrapped by the error of a Run that stopped waiting
 	// for user code which did not return within its shutdown timeout: a
-	// *ShutdownError here, package manager's Run too.
-	ErrShutdownTimeout = errors.New("reconcile: shutdown timed out")
+	// *ShutdownError here, package manager's Run too. It is
+	// informer.ErrShutdownTimeout: one test covers every package's Run.
+	ErrShutdownTimeout = informer.ErrShutdownTimeout
 )
 
 // ShutdownError is returned by Run when reconciles in flight did not return
