@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,14 +49,14 @@ func TestLeaseLostWhileReconcileHangs(t *testing.T) {
 	hang := make(chan struct{})
 	t.Cleanup(func() { close(hang) }) // ends the abandoned reconcile
 	entered := make(chan types.NamespacedName, 1)
+	var first atomic.Bool
 	const shutdownTimeout = 2 * time.Second
 	addConfigMapController(t, m, cms, reconcile.Config[types.NamespacedName]{
 		Name: "hangs", Workers: 2, DrainTimeout: time.Hour, ShutdownTimeout: shutdownTimeout,
 	}, func(ctx context.Context, key types.NamespacedName) (reconcile.Result, error) {
-		select {
-		case entered <- key: // the first reconcile ignores its context
+		if first.CompareAndSwap(false, true) { // the first reconcile ignores its context
+			entered <- key
 			<-hang
-		default:
 		}
 		return reconcile.Result{}, nil
 	})
