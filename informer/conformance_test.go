@@ -449,7 +449,9 @@ func TestConformanceShutdown(t *testing.T) {
 	t.Run("busy handler", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			srv := newServer(t, reflectortest.Config{}, 5)
-			inf := informer.New(srv, informer.Config[cm]{ResyncPeriod: time.Second})
+			// No shutdown bound: Run waits for the busy handler however long
+			// it takes (TestShutdownTimeoutAbandonsBusyHandler tests the bound).
+			inf := informer.New(srv, informer.Config[cm]{ResyncPeriod: time.Second, ShutdownTimeout: -1})
 			busy, idle := newGuarded(), newGuarded()
 			busy.gate = make(chan struct{})
 			busyReg := mustAdd(t, inf, busy, informer.HandlerOptions{})

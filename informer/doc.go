@@ -54,9 +54,11 @@
 //     cache, reported and counted, while the rest of the collection stays live
 //     (see Config.Transform).
 //   - New starts no goroutine. Run starts the reflector, the resync timer and the
-//     handlers' goroutines, and returns only after all of them have ended. No user
-//     code (handlers, transform, index functions, OnError) is called with a lock of
-//     the informer held.
+//     handlers' goroutines, and returns only after all of them have ended, except
+//     a handler call that outlasts Config.ShutdownTimeout past the end of Run's
+//     context: Run then abandons it and returns a *ShutdownError (errors.Is
+//     ErrShutdownTimeout). No user code (handlers, transform, index functions,
+//     OnError) is called with a lock of the informer held.
 //
 // Objects in the cache and given to handlers are shared between them: treat them as
 // read-only, and copy before changing (Config.DetectMutations catches violations in

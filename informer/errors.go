@@ -3,6 +3,7 @@ package informer
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Sentinel errors, matched with errors.Is. Errors that carry values wrap them.
@@ -25,7 +26,31 @@ var (
 	// WaitForResourceVersion when a resourceVersion is not a positive decimal
 	// integer, the only form that can be compared.
 	ErrInvalidResourceVersion = errors.New("informer: resourceVersion is not comparable")
+	// ErrShutdownTimeout is wrapped by the error of a Run that stopped waiting
+	// for user code which did not return within its shutdown timeout: a
+	// *ShutdownError here. Package reconcile's ErrShutdownTimeout is this same
+	// error, so one errors.Is test covers informers, controllers and managers.
+	ErrShutdownTimeout = errors.New("shutdown timed out")
 )
+
+// ShutdownError is returned by Run when handler calls in progress did not
+// return within Config.ShutdownTimeout after Run's context ended. Run returns
+// anyway and abandons them. It wraps ErrShutdownTimeout.
+type ShutdownError struct {
+	// Informer is the informer's name.
+	Informer string
+	// Timeout is Config.ShutdownTimeout.
+	Timeout time.Duration
+	// Handlers counts the handlers still in a call.
+	Handlers int
+}
+
+func (e *ShutdownError) Error() string {
+	return fmt.Sprintf("informer: %s: %d handlers still in a call %v after Run's context ended, abandoned", e.Informer, e.Handlers, e.Timeout)
+}
+
+// Unwrap returns ErrShutdownTimeout.
+func (e *ShutdownError) Unwrap() error { return ErrShutdownTimeout }
 
 // PanicError is a panic recovered from a handler (or an index function), turned
 // into an error and reported to Config.OnError and the Logger. The informer and

@@ -26,6 +26,8 @@ const (
 	DefaultBufferLimit = 1024
 	// MinResyncPeriod is the shortest resync period accepted.
 	MinResyncPeriod = time.Second
+	// DefaultShutdownTimeout is the default of Config.ShutdownTimeout.
+	DefaultShutdownTimeout = 10 * time.Second
 )
 
 // Config configures an Informer. The zero value works: no extra index, no transform,
@@ -75,6 +77,13 @@ type Config[T reflector.Object] struct {
 	// above are used.
 	Reflector reflector.Config[T]
 
+	// ShutdownTimeout bounds how long Run waits, once its context has ended
+	// and the informer has stopped, for handler calls in progress. A handler
+	// still in a call then is abandoned (it gets no further call; its goroutine
+	// ends when the call returns) and Run returns a *ShutdownError. Zero means
+	// DefaultShutdownTimeout; negative means no bound.
+	ShutdownTimeout time.Duration
+
 	// Logger receives the informer's and the reflector's logs. Default: discard.
 	Logger logr.Logger
 
@@ -112,6 +121,7 @@ type Informer[T reflector.Object] struct {
 	log       logr.Logger
 	onError   func(error)
 	resync    time.Duration // default handler resync, 0: none
+	shutdown  time.Duration // Config.ShutdownTimeout or its default; < 0: no bound
 	bufLimit  int           // default handler buffer limit, > 0
 	idx       *indexer.Indexer[T]
 	lister    *indexer.Lister[T]
@@ -137,6 +147,7 @@ type Informer[T reflector.Object] struct {
 	regs       []*Registration[T]
 	joining    []*Registration[T]
 	handlers   sync.WaitGroup // handler goroutines
+	inCall     atomic.Int64   // handler goroutines running (started, not ended)
 	resyncWake chan struct{}  // capacity 1: the set of resync deadlines changed
 
 	rvMu sync.Mutex
@@ -191,12 +202,16 @@ func New[T reflector.Object](lw reflector.ListerWatcher[T], cfg Config[T]) *Info
 		onError:    cfg.OnError,
 		resync:     cfg.ResyncPeriod,
 		bufLimit:   cfg.BufferLimit,
+		shutdown:   cfg.ShutdownTimeout,
 		syncedCh:   make(chan struct{}),
 		stoppedCh:  make(chan struct{}),
 		resyncWake: make(chan struct{}, 1),
 	}
 	if inf.bufLimit == 0 {
 		inf.bufLimit = DefaultBufferLimit
+	}
+	if inf.shutdown == 0 {
+		inf.shutdown = DefaultShutdownTimeout
 	}
 	indexers := indexer.Indexers[T]{indexer.NamespaceIndexName: indexer.NamespaceIndexFunc[T]()}
 	for iname, fn := range cfg.Indexers {
@@ -391,7 +406,11 @@ func (inf *Informer[T]) startLocked(r *Registration[T], now time.Time) {
 		r.nextResync = now.Add(r.resync)
 		inf.wakeResync()
 	}
-	inf.handlers.Go(r.run)
+	inf.inCall.Add(1)
+	inf.handlers.Go(func() {
+		defer inf.inCall.Add(-1)
+		r.run()
+	})
 }
 
 // HandlerStats returns the Stats of every handler added and not removed, in no
@@ -436,9 +455,10 @@ func (inf *Informer[T]) RemoveHandler(r *Registration[T]) error {
 //
 // Run returns when ctx is done, after every goroutine it started has ended,
 // handlers' included: a handler's backlog is dropped, but a call in progress is
-// waited for, so a handler that never returns keeps Run from returning. It returns
-// nil, the reflector's configuration error (such as a selector that does not
-// parse) at once, or ErrAlreadyStarted.
+// waited for, at most Config.ShutdownTimeout; a handler still in a call then is
+// abandoned and Run returns a *ShutdownError. It returns nil, the reflector's
+// configuration error (such as a selector that does not parse) at once, or
+// ErrAlreadyStarted.
 func (inf *Informer[T]) Run(ctx context.Context) error {
 	if !inf.started.CompareAndSwap(false, true) {
 		return ErrAlreadyStarted
@@ -481,9 +501,36 @@ func (inf *Informer[T]) Run(ctx context.Context) error {
 	for _, r := range regs {
 		r.stop()
 	}
-	inf.handlers.Wait()
+	err := inf.awaitHandlers()
 	close(inf.stoppedCh)
-	return reflErr
+	if reflErr != nil {
+		return reflErr
+	}
+	return err
+}
+
+// awaitHandlers waits for the handler goroutines, which have been stopped, at
+// most the shutdown timeout; then it returns a *ShutdownError.
+func (inf *Informer[T]) awaitHandlers() error {
+	if inf.shutdown < 0 {
+		inf.handlers.Wait()
+		return nil
+	}
+	done := make(chan struct{})
+	go func() {
+		inf.handlers.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(inf.shutdown)
+	defer t.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-t.C:
+	}
+	err := &ShutdownError{Informer: inf.name, Timeout: inf.shutdown, Handlers: int(inf.inCall.Load())}
+	inf.log.Error(err, "abandoning handlers that do not return")
+	return err
 }
 
 // dispatch is what one batch tells the handlers.

@@ -23,7 +23,13 @@
 //     start at once. On the way out it stops in reverse order: the controllers
 //     first (each drains its reconciles in flight), then the informers, then the
 //     event broadcaster and the HTTP servers. When Run returns, nothing it started
-//     is still running.
+//     is still running, except user code that ignored its cancelled context
+//     longer than a shutdown timeout: Run's return is bounded by
+//     Config.ShutdownTimeout (each controller's by its own
+//     reconcile.Config.ShutdownTimeout, each informer's wait for its handlers
+//     by informer.DefaultShutdownTimeout), after which it abandons what still
+//     runs and returns an error wrapping reconcile.ErrShutdownTimeout that
+//     names it.
 //   - Run returns nil when its context ends, or the first error that stopped it,
 //     naming the informer or controller it came from and wrapping its cause
 //     (errors.Is(err, reflector.ErrForbidden) works on an informer that could not
@@ -38,7 +44,8 @@
 //     when the term began (see LastTakeover and FloorLeaseSuffix). When the
 //     lease is lost the controllers stop
 //     at once (reconciles in flight are cancelled, not drained) and Run returns
-//     reconcile.ErrLeadershipLost.
+//     reconcile.ErrLeadershipLost, within the shutdown timeouts even if a
+//     reconcile ignores its context.
 //   - With Config.Sharding the process is one of several replicas that split
 //     a controller's work (package shard: Leases, hash slots, fenced
 //     hand-offs). Controllers added with AddSharded reconcile only the keys of

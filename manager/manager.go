@@ -28,8 +28,14 @@ import (
 	"github.com/ctrlkit/ctrlkit/reflector"
 )
 
-// DefaultSyncTimeout is the default of Config.SyncTimeout.
-const DefaultSyncTimeout = 2 * time.Minute
+// Defaults of Config fields left zero.
+const (
+	DefaultSyncTimeout = 2 * time.Minute
+	// DefaultShutdownTimeout is longer than a reconcile.Controller's default
+	// DrainTimeout plus ShutdownTimeout, so that such a controller returns by its
+	// own bound, naming its stuck keys, before the manager's passes.
+	DefaultShutdownTimeout = time.Minute
+)
 
 var (
 	// ErrAlreadyStarted is returned by Run when called more than once.
@@ -54,6 +60,15 @@ type Config struct {
 	// SyncTimeout bounds Run's wait for the informers to sync before it starts the
 	// controllers. 0 means DefaultSyncTimeout; negative means no bound.
 	SyncTimeout time.Duration
+
+	// ShutdownTimeout bounds how long Run waits for the controllers and other
+	// Runnables to return once their context has been cancelled (when Run's
+	// context ends, a controller fails or the lease is lost). Those still
+	// running then are abandoned and Run returns a *ShutdownError naming them.
+	// Keep it above the controllers' reconcile.Config DrainTimeout plus
+	// ShutdownTimeout. Zero means DefaultShutdownTimeout; negative means no
+	// bound.
+	ShutdownTimeout time.Duration
 
 	// LeaderElection, if set, runs the controllers only while this process holds
 	// the lock (reconcile.NewLeaseLock makes one); the informers run and stay
@@ -175,6 +190,9 @@ func New(cfg Config) (*Manager, error) {
 	if err := cfg.HTTP.check(); err != nil {
 		return nil, err
 	}
+	if cfg.ShutdownTimeout == 0 {
+		cfg.ShutdownTimeout = DefaultShutdownTimeout
+	}
 	m := &Manager{
 		cfg:       cfg,
 		log:       cfg.Logger,
@@ -289,7 +307,11 @@ func runnableName(r Runnable) string {
 // Run runs the informers and the controllers until ctx ends or one of them
 // fails; see the package documentation for the order. It returns nil when ctx
 // ends, the first error otherwise (reconcile.ErrLeadershipLost when the lease
-// is lost), or ErrAlreadyStarted.
+// is lost), or ErrAlreadyStarted. If stopping ran into a shutdown timeout (a
+// controller's or an informer's own, or Config.ShutdownTimeout), the error also
+// wraps reconcile.ErrShutdownTimeout and the *ShutdownError,
+// *reconcile.ShutdownError or *informer.ShutdownError that says which code was
+// left running.
 func (m *Manager) Run(ctx context.Context) (err error) {
 	m.mu.Lock()
 	if m.state != notStarted {
@@ -350,9 +372,14 @@ func (m *Manager) Run(ctx context.Context) (err error) {
 	// Informers run on a context of their own: they stop after the controllers.
 	infCtx, stopInformers := context.WithCancel(context.WithoutCancel(ctx))
 	var informers sync.WaitGroup
+	var infMu sync.Mutex
+	var infShutdown []error // the informers' shutdown timeouts; guarded by infMu
 	defer func() {
 		stopInformers()
 		informers.Wait()
+		infMu.Lock()
+		err = withShutdown(err, errors.Join(infShutdown...))
+		infMu.Unlock()
 	}()
 	m.mu.Lock()
 	m.startInformer = func(e *informerEntry) {
@@ -360,8 +387,15 @@ func (m *Manager) Run(ctx context.Context) (err error) {
 		e.stop, e.done = cancel, make(chan struct{})
 		informers.Go(func() {
 			defer close(e.done)
-			if err := e.inf.Run(ectx); err != nil && ectx.Err() == nil {
+			err := e.inf.Run(ectx)
+			switch {
+			case err == nil:
+			case ectx.Err() == nil:
 				failWith(fmt.Errorf("manager: informer %q: %w", e.inf.Name(), err))
+			case errors.Is(err, reconcile.ErrShutdownTimeout):
+				infMu.Lock()
+				infShutdown = append(infShutdown, fmt.Errorf("manager: informer %q: %w", e.inf.Name(), err))
+				infMu.Unlock()
 			}
 		})
 	}
@@ -414,20 +448,21 @@ func (m *Manager) Run(ctx context.Context) (err error) {
 			startRunnable(e)
 		}
 	}
+	var shutdownErr error // what stopping the controllers ran into; set by stopAll
 	stopAll := func(cause error) {
 		m.mu.Lock()
 		m.startRunnable, ctlStopped = nil, true
 		m.leading.Store(false)
 		m.mu.Unlock()
 		stopControllers(cause)
-		controllers.Wait()
+		shutdownErr = m.awaitRunnables(&controllers)
 	}
 
 	if m.cfg.LeaderElection == nil {
 		startAll()
 		<-runCtx.Done()
 		stopAll(context.Canceled)
-		return result()
+		return withShutdown(result(), shutdownErr)
 	}
 	lost, err := m.lead(runCtx, startAll, stopAll, failWith)
 	if err != nil {
@@ -435,7 +470,79 @@ func (m *Manager) Run(ctx context.Context) (err error) {
 	} else if lost {
 		failWith(reconcile.ErrLeadershipLost)
 	}
-	return result()
+	return withShutdown(result(), shutdownErr)
+}
+
+// ShutdownError is returned by Run when Runnables did not return within
+// Config.ShutdownTimeout after their context was cancelled: Run returns anyway
+// and abandons them (their goroutines end whenever their Run returns). It
+// wraps reconcile.ErrShutdownTimeout.
+type ShutdownError struct {
+	// Timeout is Config.ShutdownTimeout.
+	Timeout time.Duration
+	// Runnables names the Runnables still running.
+	Runnables []string
+}
+
+func (e *ShutdownError) Error() string {
+	return fmt.Sprintf("manager: %d runnables still running %v after they were told to stop, abandoned: %q", len(e.Runnables), e.Timeout, e.Runnables)
+}
+
+// Unwrap returns reconcile.ErrShutdownTimeout.
+func (e *ShutdownError) Unwrap() error { return reconcile.ErrShutdownTimeout }
+
+// awaitRunnables waits for the Runnables of wg, whose context has been
+// cancelled, at most Config.ShutdownTimeout. It returns the shutdown timeouts
+// the Runnables returned (a reconcile.Controller's *ShutdownError) and a
+// *ShutdownError naming those still running when the bound passed.
+func (m *Manager) awaitRunnables(wg *sync.WaitGroup) error {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	var timeout <-chan time.Time
+	if m.cfg.ShutdownTimeout > 0 {
+		t := time.NewTimer(m.cfg.ShutdownTimeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	var abandoned *ShutdownError
+	select {
+	case <-done:
+	case <-timeout:
+		abandoned = &ShutdownError{Timeout: m.cfg.ShutdownTimeout}
+	}
+	var errs []error
+	m.mu.Lock()
+	for _, e := range m.runnables {
+		e.mu.Lock()
+		switch {
+		case e.running && abandoned != nil:
+			abandoned.Runnables = append(abandoned.Runnables, e.name)
+		case e.ended && errors.Is(e.err, reconcile.ErrShutdownTimeout):
+			errs = append(errs, fmt.Errorf("manager: controller %q: %w", e.name, e.err))
+		}
+		e.mu.Unlock()
+	}
+	m.mu.Unlock()
+	if abandoned != nil {
+		errs = append(errs, abandoned)
+		m.log.Error(abandoned, "abandoning runnables that ignore their cancelled context")
+	}
+	return errors.Join(errs...)
+}
+
+// withShutdown returns err, and shutdown (what stopping the controllers ran
+// into) with it.
+func withShutdown(err, shutdown error) error {
+	switch {
+	case shutdown == nil:
+		return err
+	case err == nil:
+		return shutdown
+	}
+	return fmt.Errorf("%w; then %w", err, shutdown)
 }
 
 // PanicError is the error of a Runnable whose Run panicked: the manager

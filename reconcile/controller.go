@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/workqueue"
 )
 
@@ -19,6 +20,8 @@ const (
 	DefaultName         = "controller"
 	DefaultSyncTimeout  = 2 * time.Minute
 	DefaultDrainTimeout = 30 * time.Second
+	// DefaultShutdownTimeout is the default of Config.ShutdownTimeout.
+	DefaultShutdownTimeout = 10 * time.Second
 )
 
 var (
@@ -30,7 +33,34 @@ var (
 	// ErrLeadershipLost is returned by Run when the controller lost its leader
 	// election lease (its workers have stopped).
 	ErrLeadershipLost = errors.New("reconcile: leader election lost")
+	// ErrShutdownTimeout is wrapped by the error of a Run that stopped waiting
+	// for user code which did not return within its shutdown timeout: a
+	// *ShutdownError here, package manager's Run too. It is
+	// informer.ErrShutdownTimeout: one test covers every package's Run.
+	ErrShutdownTimeout = informer.ErrShutdownTimeout
 )
+
+// ShutdownError is returned by Run when reconciles in flight did not return
+// within Config.ShutdownTimeout after their contexts were cancelled: Run
+// returns anyway and abandons them, and each goroutine running one ends
+// whenever its Reconcile returns. Their reconcilers ignore their context; that
+// is the bug to fix. It wraps ErrShutdownTimeout.
+type ShutdownError struct {
+	Controller string
+	// Timeout is Config.ShutdownTimeout.
+	Timeout time.Duration
+	// Keys are the keys still being reconciled, formatted with %v, the
+	// longest-running first.
+	Keys []string
+}
+
+func (e *ShutdownError) Error() string {
+	return fmt.Sprintf("reconcile: controller %q: %d reconciles still running %v after their contexts were cancelled, abandoned: %v",
+		e.Controller, len(e.Keys), e.Timeout, e.Keys)
+}
+
+// Unwrap returns ErrShutdownTimeout.
+func (e *ShutdownError) Unwrap() error { return ErrShutdownTimeout }
 
 // SyncError is returned by Run when a source did not sync: within
 // Config.SyncTimeout, or before Run's context ended. Its informer could not list
@@ -131,6 +161,13 @@ type Config[K comparable] struct {
 	// ends before their own contexts are cancelled. Zero means DefaultDrainTimeout;
 	// negative cancels them at once.
 	DrainTimeout time.Duration
+	// ShutdownTimeout bounds how long Run waits for the reconciles in flight once
+	// their contexts have been cancelled (DrainTimeout after Run's context ends,
+	// at once when leadership is lost); so Run returns at most DrainTimeout plus
+	// ShutdownTimeout after its context ends. A reconcile still running then is
+	// abandoned and Run returns a *ShutdownError naming its key. Zero means
+	// DefaultShutdownTimeout; negative means no bound.
+	ShutdownTimeout time.Duration
 	// Logger is the base logger; Reconcile finds it in its context (logr.FromContext)
 	// with the values "controller" and "key". Default: discard, and then the context
 	// is Run's (logr.FromContextOrDiscard still works), which saves allocations.
@@ -200,6 +237,9 @@ func New[K comparable](r Reconciler[K], cfg Config[K]) *Controller[K] {
 	if cfg.DrainTimeout == 0 {
 		cfg.DrainTimeout = DefaultDrainTimeout
 	}
+	if cfg.ShutdownTimeout == 0 {
+		cfg.ShutdownTimeout = DefaultShutdownTimeout
+	}
 	c := &Controller[K]{
 		cfg:     cfg,
 		rec:     r,
@@ -255,12 +295,15 @@ func (c *Controller[K]) enqueue(key K, p Priority) {
 // contexts are cancelled after Config.DrainTimeout, or at once when leadership is
 // lost: its own, or a caller's who cancels ctx with the cause ErrLeadershipLost, as
 // package manager does), stops the sources and shuts the queue down; when Run
-// returns, no goroutine it started is left and Reconcile is not running.
+// returns, no goroutine it started is left and Reconcile is not running, unless
+// a Reconcile ignored its cancelled context for longer than
+// Config.ShutdownTimeout: Run then returns without it.
 //
 // It returns nil when ctx ends after the sources synced, a *SyncError if a source
 // did not sync in time or before ctx ended (wrapping ctx's error then, and the
 // source's last error), an error from a source's Start or from the leader
-// election's setup, ErrLeadershipLost, or ErrAlreadyStarted.
+// election's setup, ErrLeadershipLost, a *ShutdownError (wrapped with
+// ErrLeadershipLost when leadership was lost), or ErrAlreadyStarted.
 func (c *Controller[K]) Run(ctx context.Context) error {
 	c.mu.Lock()
 	if c.started {
@@ -305,8 +348,7 @@ func (c *Controller[K]) Run(ctx context.Context) error {
 	}
 	abort, cancelAbort := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelAbort()
-	c.work(ctx, abort, cancelAbort, sources)
-	return nil
+	return c.work(ctx, abort, cancelAbort, sources)
 }
 
 // HasSynced reports whether Run's sources have synced, so that the workers run
@@ -370,8 +412,8 @@ func (c *Controller[K]) sourcePanicked(err *PanicError) {
 
 // work runs the workers and the resync until stop ends, then waits for the
 // reconciles in flight, cancelling abort (their contexts' parent) after the drain
-// timeout.
-func (c *Controller[K]) work(stop, abort context.Context, cancelAbort context.CancelFunc, sources []Source[K]) {
+// timeout. It returns a *ShutdownError if they outlast the shutdown timeout.
+func (c *Controller[K]) work(stop, abort context.Context, cancelAbort context.CancelFunc, sources []Source[K]) error {
 	c.metrics.Workers(c.cfg.Workers)
 	var wg sync.WaitGroup
 	for i := range c.cfg.Workers {
@@ -397,11 +439,49 @@ func (c *Controller[K]) work(stop, abort context.Context, cancelAbort context.Ca
 	} else {
 		timer = time.AfterFunc(c.cfg.DrainTimeout, cancelAbort)
 	}
-	wg.Wait()
+	err := c.await(&wg, abort)
 	if timer != nil {
 		timer.Stop()
 	}
+	if err != nil {
+		c.log.Error(err, "abandoning reconciles that ignore their cancelled context")
+		return err
+	}
 	c.log.Info("workers stopped")
+	return nil
+}
+
+// await waits for the workers of wg, at most Config.ShutdownTimeout after abort
+// (the parent of the reconciles' contexts) ends; then it returns a
+// *ShutdownError naming the keys in flight and leaves the workers behind.
+func (c *Controller[K]) await(wg *sync.WaitGroup, abort context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-abort.Done():
+	}
+	if c.cfg.ShutdownTimeout < 0 {
+		<-done
+		return nil
+	}
+	t := time.NewTimer(c.cfg.ShutdownTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-t.C:
+	}
+	keys := c.queue.Processing()
+	err := &ShutdownError{Controller: c.cfg.Name, Timeout: c.cfg.ShutdownTimeout, Keys: make([]string, len(keys))}
+	for i, k := range keys {
+		err.Keys[i] = fmt.Sprint(k)
+	}
+	return err
 }
 
 // worker reconciles keys until stop ends.

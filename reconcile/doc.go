@@ -45,6 +45,10 @@
 //     flight finish (their contexts are cancelled after Config.DrainTimeout), the
 //     sources' handlers are removed and the queue is shut down. When Run returns,
 //     no goroutine it started runs and no Reconcile is in progress.
+//   - Run's return is bounded, also when a Reconcile ignores its context: once
+//     the reconciles' contexts are cancelled, Run waits for them at most
+//     Config.ShutdownTimeout, then abandons them and returns a *ShutdownError
+//     (errors.Is ErrShutdownTimeout) naming the keys still being reconciled.
 //   - Leader election (Config.LeaderElection, client-go's tools/leaderelection):
 //     sources sync before the election, only the leader reconciles, and losing the
 //     lease stops the workers and cancels the reconciles in flight before Run
@@ -53,5 +57,6 @@
 //     Metrics) is called with a lock of the controller held.
 //
 // Errors are prefixed "reconcile:" and matched with errors.Is/As (ErrTerminal,
-// ErrAlreadyStarted, ErrLeadershipLost, *SyncError, *PanicError).
+// ErrAlreadyStarted, ErrLeadershipLost, ErrShutdownTimeout, *SyncError,
+// *ShutdownError, *PanicError).
 package reconcile

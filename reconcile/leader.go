@@ -24,7 +24,8 @@ const (
 // client-go's tools/leaderelection. The sources start and sync before the election
 // (caches are warm when leadership comes); on losing the lock the workers stop
 // taking keys, the contexts of reconciles in flight are cancelled at once, and Run
-// returns ErrLeadershipLost once they have returned.
+// returns ErrLeadershipLost once they have returned, or once Config.ShutdownTimeout
+// has passed (the error then also wraps a *ShutdownError).
 //
 // Safety: the old leader stops taking keys when it fails to renew within
 // RenewDeadline, and another replica can take the lock only LeaseDuration after
@@ -70,6 +71,7 @@ type election[K comparable] struct {
 	mu       sync.Mutex
 	stopping bool           // run is stopping: onStarted must not start workers
 	workers  sync.WaitGroup // onStarted calls in progress; Add only under mu while !stopping
+	err      error          // what the workers' shutdown returned; guarded by mu
 }
 
 // newElection validates the configuration and makes the elector; it starts nothing.
@@ -113,7 +115,11 @@ func (e *election[K]) onStarted(leading context.Context) {
 	// Losing the lease: stop taking keys and cancel the reconciles in flight.
 	unlink := context.AfterFunc(leading, func() { e.stopWork(); e.cancelAbort() })
 	defer unlink()
-	e.c.work(e.stop, e.abort, e.cancelAbort, e.sources)
+	if err := e.c.work(e.stop, e.abort, e.cancelAbort, e.sources); err != nil {
+		e.mu.Lock()
+		e.err = err
+		e.mu.Unlock()
+	}
 }
 
 // run campaigns and reconciles while leading, until ctx ends or the lease is lost.
@@ -151,11 +157,17 @@ func (e *election[K]) run(ctx context.Context) error {
 	e.workers.Wait()
 	stopElect()
 	<-electDone
+	e.mu.Lock()
+	err := e.err
+	e.mu.Unlock()
 	if lost {
 		e.c.log.Info("leader election lost")
+		if err != nil {
+			return fmt.Errorf("%w; %w", ErrLeadershipLost, err)
+		}
 		return ErrLeadershipLost
 	}
-	return nil
+	return err
 }
 
 func orDefault(d, def time.Duration) time.Duration {

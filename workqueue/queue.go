@@ -1104,6 +1104,20 @@ func (q *Queue[T]) Len() int {
 	return q.c.ready
 }
 
+// Processing returns the items handed out by Get whose Done has not been called, the
+// longest-processed first. It is a snapshot for information only, for example to name the
+// work a shut-down left behind. Cost: O(items in flight), under the queue's lock.
+func (q *Queue[T]) Processing() []T {
+	q.mu.Lock()
+	defer q.unlock()
+	q.applyAddsLocked() // a staged Done ends its item's processing
+	items := make([]T, 0, q.c.inflight)
+	for s := q.c.oldest; s != none; s = q.c.e(s).next {
+		items = append(items, q.c.e(s).item)
+	}
+	return items
+}
+
 // ShuttingDown reports whether ShutDown or ShutDownWithDrain has been called.
 func (q *Queue[T]) ShuttingDown() bool { return q.shutFlag.Load() }
 

@@ -5,12 +5,14 @@ package e2e
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/ctrlkit/ctrlkit/reconcile"
@@ -142,25 +144,7 @@ func TestLeadershipLostStopsWorkers(t *testing.T) {
 	a := startMirror(t, ns, electedConfig(t, ns, "a"), tr.wrap("a"))
 	waitFor(t, 30*time.Second, "replica a to reconcile", func() bool { n, _, _ := tr.snapshot("a"); return n > 0 })
 
-	// An intruder takes the lease over (as a replica that saw it expire would).
-	ctx := context.Background()
-	leases := c.CoordinationV1().Leases(ns)
-	var err error
-	for range 10 {
-		var l *coordinationv1.Lease
-		if l, err = leases.Get(ctx, "mirror-lock", metav1.GetOptions{}); err != nil {
-			break
-		}
-		l.Spec.HolderIdentity = ptr.To("intruder")
-		l.Spec.LeaseDurationSeconds = ptr.To(int32(600))
-		l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
-		if _, err = leases.Update(ctx, l, metav1.UpdateOptions{}); err == nil {
-			break
-		}
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	stealLease(t, c, ns)
 	took := time.Now()
 	select {
 	case err := <-a.done:
@@ -186,4 +170,79 @@ func TestLeadershipLostStopsWorkers(t *testing.T) {
 	}
 	a.cancel()
 	a.wg.Wait()
+}
+
+// stealLease makes an intruder take the lease of the mirror controllers of ns
+// over, as a replica that saw it expire would.
+func stealLease(t *testing.T, c kubernetes.Interface, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	leases := c.CoordinationV1().Leases(ns)
+	var err error
+	for range 10 {
+		var l *coordinationv1.Lease
+		if l, err = leases.Get(ctx, "mirror-lock", metav1.GetOptions{}); err != nil {
+			break
+		}
+		l.Spec.HolderIdentity = ptr.To("intruder")
+		l.Spec.LeaseDurationSeconds = ptr.To(int32(600))
+		l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+		if _, err = leases.Update(ctx, l, metav1.UpdateOptions{}); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLeadershipLostWhileReconcileHangs takes the lease away from a leader one
+// of whose reconciles ignores its context: Run must still return, within the
+// renew deadline and its shutdown timeout, saying the lease was lost and which
+// key it left running.
+func TestLeadershipLostWhileReconcileHangs(t *testing.T) {
+	c := clientset(t)
+	const ns = "lose-lease-hung"
+	createNamespace(t, c, ns)
+	storm(t, c, ns, 10, "a")
+	hang := make(chan struct{})
+	t.Cleanup(func() { close(hang) }) // after the replica's cleanup: ends the abandoned reconcile
+	entered := make(chan key, 1)
+	var once sync.Once
+	cfg := electedConfig(t, ns, "a")
+	const shutdownTimeout = 2 * time.Second
+	cfg.ShutdownTimeout = shutdownTimeout
+	a := startMirror(t, ns, cfg, func(r reconcile.Reconciler[key]) reconcile.Reconciler[key] {
+		return reconcile.Func[key](func(ctx context.Context, k key) (reconcile.Result, error) {
+			first := false
+			once.Do(func() { first = true })
+			if first {
+				entered <- k
+				<-hang // ignores ctx
+			}
+			return r.Reconcile(ctx, k)
+		})
+	})
+	var stuck key
+	select {
+	case stuck = <-entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no reconcile started")
+	}
+
+	stealLease(t, c, ns)
+	took := time.Now()
+	select {
+	case err := <-a.done:
+		if !errors.Is(err, reconcile.ErrLeadershipLost) || !errors.Is(err, reconcile.ErrShutdownTimeout) {
+			t.Fatalf("Run = %v, want ErrLeadershipLost and ErrShutdownTimeout", err)
+		}
+		var se *reconcile.ShutdownError
+		if !errors.As(err, &se) || len(se.Keys) != 1 || se.Keys[0] != fmt.Sprint(stuck) {
+			t.Errorf("Run = %v, want a *ShutdownError naming %v", err, stuck)
+		}
+		t.Logf("leader returned %v after losing the lease: %v", time.Since(took), err)
+	case <-time.After(renewDeadline + shutdownTimeout + 5*time.Second):
+		t.Fatal("leader still running after losing its lease, with a reconcile that ignores its context")
+	}
 }
