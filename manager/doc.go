@@ -49,10 +49,13 @@
 //   - With Config.Sharding the process is one of several replicas that split
 //     a controller's work (package shard: Leases, hash slots, fenced
 //     hand-offs). Controllers added with AddSharded reconcile only the keys of
-//     this replica's shard, and informers asked with Options.Shard hold only
-//     its objects (filtered by the server with KEP-5866 sharded list and
-//     watch where it can, by the reflector otherwise). A key leaves a replica
-//     with its reconciles cancelled and drained before another may take it;
+//     this replica's shard, placed by the key itself (never by a cached UID,
+//     so that a deleted and re-created object keeps its replica), and
+//     informers asked with Options.Shard hold only its objects (filtered by
+//     the server with KEP-5866 sharded list and watch for ShardByNamespace,
+//     by the reflector otherwise). A key leaves a replica with its
+//     reconciles cancelled and drained before another may take it, and is
+//     taken only once the new replica's informers hold its slot;
 //     ShardStatus and the ctrlkit_shard_* series show the split. See Sharding
 //     for the placement rule that keeps owners and children together.
 //   - Events: EventRecorder returns a client-go tools/events recorder per
