@@ -33,7 +33,7 @@ func main() {
 	namespace := flag.String("namespace", "", "reconcile the Networks of this namespace only (default: all namespaces)")
 	backendURL := flag.String("backend", "", "URL of a running network backend; empty runs one in-process on -listen")
 	listen := flag.String("listen", "127.0.0.1:0", "address of the in-process backend")
-	stateDir := flag.String("state-dir", filepath.Join(os.TempDir(), "network-backend"), "state directory of the in-process backend")
+	stateDir := flag.String("state-dir", defaultStateDir(), "state directory of the in-process backend (made readable by this user only)")
 	install := flag.Bool("install", false, "install the Network CRD first (needs the rights of the Install ClusterRole)")
 	workers := flag.Int("workers", network.DefaultWorkers, "number of reconcile workers")
 	sweep := flag.Duration("orphan-sweep", network.DefaultOrphanSweepPeriod, "how often the backend is searched for orphaned networks")
@@ -70,6 +70,9 @@ func run(ctx context.Context, log logr.Logger, kubeconfig string, install bool, 
 	}
 	backendDone := make(chan error, 1)
 	if backendURL == "" {
+		if stateDir == "" {
+			return errors.New("no user cache directory: give -state-dir")
+		}
 		srv, err := backend.New(stateDir)
 		if err != nil {
 			return err
@@ -102,4 +105,15 @@ func run(ctx context.Context, log logr.Logger, kubeconfig string, install bool, 
 	err = m.Run(ctx)
 	log.Info("controller stopped", "ran", time.Since(start).Round(time.Second))
 	return err
+}
+
+// defaultStateDir is the in-process backend's state directory: in the user's own
+// cache directory, never in the shared temporary directory, where another user could
+// plant or read it.
+func defaultStateDir() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return "" // -state-dir is then required
+	}
+	return filepath.Join(dir, "ctrlkit", "network-backend")
 }

@@ -19,12 +19,14 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/indexer"
@@ -106,16 +108,14 @@ func (k backendKeys) AppendKeys(dst []types.NamespacedName) []types.NamespacedNa
 // skewedClock makes a replica's Lease traffic look as if its wall clock were
 // offset: the times it writes on Leases are shifted by the offset, and those
 // it reads by its opposite (it would compare them with its own clock). The
-// offset can step while the replica runs. Leases travel as JSON (the
-// replica's rest.Config asks for it).
+// offset can step while the replica runs. Lease requests are rewritten as JSON
+// and their answers asked for in JSON.
 type skewedClock struct {
 	offset atomic.Int64 // nanoseconds
 }
 
 func (s *skewedClock) wrap(cfg *rest.Config) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
-	cfg.ContentType = "application/json"
-	cfg.AcceptContentTypes = "application/json"
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return skewRT{s, rt} })
 	return cfg
 }
@@ -130,16 +130,34 @@ func (t skewRT) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.rt.RoundTrip(req)
 	}
 	d := time.Duration(t.s.offset.Load())
+	req = req.Clone(req.Context())
+	req.Header.Set("Accept", "application/json")
 	if req.Body != nil && (req.Method == http.MethodPut || req.Method == http.MethodPost) {
 		body, err := io.ReadAll(req.Body)
 		req.Body.Close()
 		if err != nil {
 			return nil, err
 		}
-		body = shiftLeaseTimes(body, d)
-		req = req.Clone(req.Context())
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, nil, nil)
+		if err != nil {
+			return nil, fmt.Errorf("skewed clock: decoding a Lease write: %w", err)
+		}
+		l, ok := obj.(*coordinationv1.Lease)
+		if !ok {
+			return nil, fmt.Errorf("skewed clock: a %T written to leases", obj)
+		}
+		for _, at := range []*metav1.MicroTime{l.Spec.RenewTime, l.Spec.AcquireTime} {
+			if at != nil {
+				at.Time = at.Add(d)
+			}
+		}
+		l.APIVersion, l.Kind = "coordination.k8s.io/v1", "Lease"
+		if body, err = json.Marshal(l); err != nil {
+			return nil, err
+		}
 		req.Body = io.NopCloser(bytes.NewReader(body))
 		req.ContentLength = int64(len(body))
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := t.rt.RoundTrip(req)
 	if err != nil || resp.StatusCode >= 300 {
@@ -467,7 +485,24 @@ func TestShardedChurn(t *testing.T) {
 		}
 		t.Errorf("not converged after 60 s: %s", last)
 	}
-	if recreated == 0 || steps == 0 {
-		t.Errorf("the run re-created %d owners and stepped %d clocks: it shows nothing", recreated, steps)
+	// The offsets reached the server: a Lease of a replica whose clock is off
+	// by more than 20 s says a renewTime that far from the server's clock.
+	skewed := 0
+	for _, r := range reps {
+		off := time.Duration(r.clock.offset.Load())
+		if off.Abs() < 20*time.Second {
+			continue
+		}
+		l, err := kube.CoordinationV1().Leases(ns).Get(ctx, "churn-"+r.id, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Spec.RenewTime == nil || time.Until(l.Spec.RenewTime.Time).Abs() < 10*time.Second {
+			t.Errorf("%s's clock is off by %v, yet its Lease says renewTime %v at %v", r.id, off, l.Spec.RenewTime, time.Now())
+		}
+		skewed++
+	}
+	if recreated == 0 || steps == 0 || skewed == 0 {
+		t.Errorf("the run re-created %d owners, stepped %d clocks and ended with %d replicas off by 20 s or more: it shows nothing", recreated, steps, skewed)
 	}
 }

@@ -67,7 +67,7 @@ func New(dir string) (*Server, error) {
 	if dir == "" {
 		return nil, errors.New("backend: empty state directory")
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("backend: %w", err)
 	}
 	s := &Server{dir: dir, networks: map[string]Network{}, requests: map[string]int{}}

@@ -275,3 +275,30 @@ func TestNewErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestDeleteOwned: a network remembers the owner it was put for; DeleteOwned
+// deletes it only for that owner (atomically in the backend), so a clean-up after
+// one owner cannot delete the network re-provisioned for another of the same name.
+func TestDeleteOwned(t *testing.T) {
+	_, c := newTestServer(t, t.TempDir())
+	ctx := t.Context()
+	n := Network{Namespace: "ns", Name: "a", Owner: "uid-2", Spec: Spec{CIDR: "10.0.0.0/24", Gateway: "10.0.0.1"}}
+	if _, err := c.Put(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.Get(ctx, "ns", "a"); err != nil || got.Owner != "uid-2" {
+		t.Fatalf("Get = %+v, %v; want owner uid-2", got, err)
+	}
+	if err := c.DeleteOwned(ctx, "ns", "a", "uid-1"); !errors.Is(err, ErrOwnerMismatch) {
+		t.Fatalf("DeleteOwned for another owner = %v, want ErrOwnerMismatch", err)
+	}
+	if _, err := c.Get(ctx, "ns", "a"); err != nil {
+		t.Fatalf("the network of uid-2 is gone after a clean-up for uid-1: %v", err)
+	}
+	if err := c.DeleteOwned(ctx, "ns", "a", "uid-2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteOwned(ctx, "ns", "a", "uid-2"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("DeleteOwned of a deleted network = %v, want ErrNotFound", err)
+	}
+}
