@@ -47,7 +47,12 @@ import (
 // A replica acts on a key of a slot it was granted only once its sharded
 // informers hold every object of that slot (informer.Informer.WaitForShard):
 // an object missing from a cache that is still listing is never taken for a
-// deleted one.
+// deleted one. An object deleted while its slot changes hands (after the
+// last replica stopped and before the next listed) is seen gone by neither:
+// clean up what a deleted object leaves outside the cluster through a
+// finalizer (the object stays until its owner has cleaned up) or a resync of
+// that outside state (a Source whose AppendKeys lists it), as a controller
+// must anyway for the deletes it missed while down.
 //
 // What the manager enforces: a sharded informer needs Config.Sharding, a
 // cluster-scoped one Field ShardByName; AddSharded needs a controller made
