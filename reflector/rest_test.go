@@ -713,7 +713,8 @@ func FuzzWatchStream(f *testing.F) {
 	f.Add([]byte(`{"type":"ADDED","object":{"kind":"ConfigMap","metadata":{"namespace":"ns","name":"known","resourceVersion":"5"}}}
 {"type":"MODIFIED","object":{"kind":"ConfigMap","metadata":{"name":"bad","resourceVersion":"8"},"data":{"a":1}}}
 {"type":"BOOKMARK","object":{"kind":"ConfigMap","metadata":{"resourceVersion":"9","annotations":{"k8s.io/initial-events-end":"true"}}}}
-{"type":"ADDED","object":{"kind":"ConfigMap","metadata":{"namespace":"ns","name":"known","resourceVersion":"5"}}}`))
+{"type":"ADDED","object":{"kind":"ConfigMap","metadata":{"namespace":"ns","name":"known","resourceVersion":"5"}}}
+{"type":"BOOKMARK","object":{"kind":"ConfigMap","metadata":{"name":"bad","resourceVersion":"10"},"data":{"a":1}}}`))
 	lw := FromREST[*corev1.ConfigMap](fakeREST{}, "configmaps", "ns").(*restLW[*corev1.ConfigMap, corev1.ConfigMap])
 	f.Fuzz(func(t *testing.T, b []byte) {
 		plain := watchEvents(t, lw, b, known, false)
