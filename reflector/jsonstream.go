@@ -162,6 +162,18 @@ func (sc *jsonScan) feed(b []byte) (n int, done bool) {
 }
 
 // backslashes counts the backslashes that end b.
+// plainJSONString reports whether the quoted JSON string raw means its bytes
+// between the quotes: it has no escape and no control character (which JSON
+// forbids in a string, and the decoder refuses).
+func plainJSONString(raw []byte) bool {
+	for _, c := range raw {
+		if c == '\\' || c < 0x20 {
+			return false
+		}
+	}
+	return true
+}
+
 func backslashes(b []byte) int {
 	n := 0
 	for n < len(b) && b[len(b)-1-n] == '\\' {
@@ -231,7 +243,7 @@ func (l *restLW[T, E]) jsonListFrom(br *bufio.Reader, lookup lookupFunc[T]) ([]T
 			return fail(err)
 		}
 		var name string
-		if bytes.IndexByte(raw, '\\') < 0 {
+		if plainJSONString(raw) {
 			name = string(raw[1 : len(raw)-1])
 		} else if err := utiljson.Unmarshal(raw, &name); err != nil {
 			return fail(err)

@@ -317,13 +317,18 @@ func (m *machine[T]) empty(ctx context.Context, s state) state {
 	return m.relist("")
 }
 
-// capacity guesses a list's length from its first page, within reason.
+// capacity guesses a list's length from its first page, within reason: the
+// remaining count is the server's claim, so it reserves room for at most
+// maxGuessedItems more (append grows past that as items really arrive).
 func capacity(first int, remaining *int64) int {
 	if remaining == nil || *remaining <= 0 {
 		return first
 	}
-	return first + int(min(*remaining, 1<<20))
+	return first + int(min(*remaining, maxGuessedItems))
 }
+
+// maxGuessedItems bounds the items capacity reserves on a server's word.
+const maxGuessedItems = 1 << 16
 
 // stream runs a streaming step.
 func (m *machine[T]) stream(ctx context.Context, s streaming) state {

@@ -685,57 +685,135 @@ func FuzzReadKey(f *testing.F) {
 }
 
 // FuzzWatchStream: any bytes as a watch body (protobuf or JSON) end the
-// stream with at most one Error event, never a panic or a hang; the events
-// before it carry decoded ConfigMaps or, as storedObjects, the lookup's own
-// instance, which is never handed over as if decoded.
+// stream with at most one Error event, never a panic or a hang. Before it
+// come events that keep the reader's promises:
+//   - a decoded ConfigMap, never the lookup's instance, in an Added,
+//     Modified, Deleted or Bookmark event;
+//   - the lookup's own instance, as a storedObject, in an Added or Modified
+//     event, and only until a Bookmark ends the initial events;
+//   - an undecodable object, which the reflector refuses by its key, in an
+//     Added, Modified or Deleted event, with a name and the decoding error.
+//
+// A watch that batches events, as the reflector's own does, hands over the
+// same events in the same order, in eventBatches that hold no Error event
+// and, during the initial events, Added events only.
 func FuzzWatchStream(f *testing.F) {
 	pb := runtime.ContentTypeProtobuf
 	known := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "known", ResourceVersion: "5"}}
+	endInitial := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "7", Annotations: map[string]string{metav1.InitialEventsAnnotationKey: "true"}}}
 	f.Add(encodeFrames(pb,
 		watch.Event{Type: watch.Added, Object: known},
 		watch.Event{Type: watch.Added, Object: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "other", ResourceVersion: "6"}, Data: map[string]string{"a": "b"}}},
-		watch.Event{Type: watch.Bookmark, Object: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "7", Annotations: map[string]string{metav1.InitialEventsAnnotationKey: "true"}}}},
+		watch.Event{Type: watch.Bookmark, Object: endInitial},
 		watch.Event{Type: watch.Modified, Object: known},
 		watch.Event{Type: watch.Error, Object: &apierrors.NewResourceExpired("gone").ErrStatus},
 	))
 	f.Add([]byte{0, 0, 0, 2, 0x0a, 0x00})
 	f.Add([]byte("{\"type\":\"ADDED\",\"object\":{}}"))
+	f.Add([]byte(`{"type":"ADDED","object":{"kind":"ConfigMap","metadata":{"namespace":"ns","name":"known","resourceVersion":"5"}}}
+{"type":"MODIFIED","object":{"kind":"ConfigMap","metadata":{"name":"bad","resourceVersion":"8"},"data":{"a":1}}}
+{"type":"BOOKMARK","object":{"kind":"ConfigMap","metadata":{"resourceVersion":"9","annotations":{"k8s.io/initial-events-end":"true"}}}}
+{"type":"ADDED","object":{"kind":"ConfigMap","metadata":{"namespace":"ns","name":"known","resourceVersion":"5"}}}
+{"type":"BOOKMARK","object":{"kind":"ConfigMap","metadata":{"name":"bad","resourceVersion":"10"},"data":{"a":1}}}`))
 	lw := FromREST[*corev1.ConfigMap](fakeREST{}, "configmaps", "ns").(*restLW[*corev1.ConfigMap, corev1.ConfigMap])
 	f.Fuzz(func(t *testing.T, b []byte) {
-		w := &restWatch[*corev1.ConfigMap, corev1.ConfigMap]{
-			lw:     lw,
-			body:   io.NopCloser(bytes.NewReader(b)),
-			result: make(chan watch.Event),
-			done:   make(chan struct{}),
-			keys: keyReader[*corev1.ConfigMap]{lookup: func(ns, name, rv string) (*corev1.ConfigMap, bool) {
-				return known, ns == "ns" && name == "known" && rv == "5"
-			}},
-		}
-		go w.run()
-		errs := 0
-		for e := range w.ResultChan() {
-			if errs > 0 {
-				t.Fatalf("event %+v after an error", e)
-			}
-			switch o := e.Object.(type) {
-			case *metav1.Status:
-				if e.Type != watch.Error {
-					t.Fatalf("%s event with a Status", e.Type)
-				}
-				errs++
-			case *storedObject[*corev1.ConfigMap]:
-				if o.obj != known {
-					t.Fatalf("stored object %p is not the lookup's", o.obj)
-				}
-			case *corev1.ConfigMap:
-				if o == nil || o == known {
-					t.Fatalf("decoded object %p", o)
-				}
-			default:
-				t.Fatalf("event object %T", e.Object)
-			}
+		plain := watchEvents(t, lw, b, known, false)
+		batched := watchEvents(t, lw, b, known, true)
+		if diff := cmp.Diff(plain, batched); diff != "" {
+			t.Fatalf("batched events differ from the plain ones (-plain +batched):\n%s", diff)
 		}
 	})
+}
+
+// watchEvents runs a restWatch of lw on body, with a lookup that knows the
+// object known, checks the events against FuzzWatchStream's promises, and
+// returns them as strings to compare.
+func watchEvents(t *testing.T, lw *restLW[*corev1.ConfigMap, corev1.ConfigMap], body []byte, known *corev1.ConfigMap, batching bool) []string {
+	w := &restWatch[*corev1.ConfigMap, corev1.ConfigMap]{
+		lw:       lw,
+		body:     io.NopCloser(bytes.NewReader(body)),
+		result:   make(chan watch.Event),
+		done:     make(chan struct{}),
+		batching: batching,
+		initial:  batching, // as a streaming list's watch: batches Added events only until the bookmark
+		keys: keyReader[*corev1.ConfigMap]{lookup: func(ns, name, rv string) (*corev1.ConfigMap, bool) {
+			return known, ns == "ns" && name == "known" && rv == "5"
+		}},
+	}
+	if batching {
+		w.free = make(chan []watch.Event, 2)
+	}
+	go w.run()
+	var out []string
+	errs, initial := 0, true
+	check := func(e watch.Event, inBatch bool) {
+		if inBatch && initial && e.Type != watch.Added {
+			t.Fatalf("%s event batched during the initial events", e.Type)
+		}
+		if errs > 0 {
+			t.Fatalf("event %+v after an error", e)
+		}
+		switch o := e.Object.(type) {
+		case *metav1.Status:
+			if e.Type != watch.Error || o == nil || inBatch {
+				t.Fatalf("%s event with a Status (in a batch: %v)", e.Type, inBatch)
+			}
+			errs++
+			out = append(out, fmt.Sprintf("%s %s", e.Type, o.Message))
+			return
+		case *storedObject[*corev1.ConfigMap]:
+			if o.obj != known {
+				t.Fatalf("stored object %p is not the lookup's", o.obj)
+			}
+			if e.Type != watch.Added && e.Type != watch.Modified {
+				t.Fatalf("stored object in a %s event", e.Type)
+			}
+			if !initial {
+				t.Fatalf("stored object after the initial events ended")
+			}
+			out = append(out, fmt.Sprintf("%s stored", e.Type))
+		case *corev1.ConfigMap:
+			if o == nil || o == known {
+				t.Fatalf("decoded object %p", o)
+			}
+			switch e.Type {
+			case watch.Added, watch.Modified, watch.Deleted, watch.Bookmark:
+			default:
+				t.Fatalf("decoded object in a %s event", e.Type)
+			}
+			if e.Type == watch.Bookmark && o.Annotations[metav1.InitialEventsAnnotationKey] == "true" {
+				initial = false
+			}
+			out = append(out, fmt.Sprintf("%s %s/%s@%s", e.Type, o.Namespace, o.Name, o.ResourceVersion))
+		case *undecodable:
+			switch e.Type {
+			case watch.Added, watch.Modified, watch.Deleted:
+			default:
+				t.Fatalf("undecodable object in a %s event", e.Type)
+			}
+			if o.name == "" || o.err == nil {
+				t.Fatalf("undecodable object without a name or an error: %+v", o)
+			}
+			out = append(out, fmt.Sprintf("%s undecodable %s@%s", e.Type, o.key(), o.rv))
+		default:
+			t.Fatalf("event object %T", e.Object)
+		}
+	}
+	for e := range w.ResultChan() {
+		b, ok := e.Object.(*eventBatch)
+		if !ok {
+			check(e, false)
+			continue
+		}
+		if !batching || len(b.events) == 0 {
+			t.Fatalf("batch of %d events from a watch that batches: %v", len(b.events), batching)
+		}
+		for _, be := range b.events {
+			check(be, true)
+		}
+		b.release()
+	}
+	return out
 }
 
 // FuzzListBody: any bytes as a protobuf list body give items or an error,

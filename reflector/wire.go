@@ -424,11 +424,19 @@ func readWatchEvent(b []byte) (typ, object []byte, err error) {
 }
 
 // maxFrame bounds the length of one watch frame: one object, which etcd
-// limits to a few megabytes.
+// limits to a few megabytes (1.5 MiB by default). A longer frame ends the
+// watch with a wire error. The limit caps the memory a frame may take, not
+// what a header may make the reader set aside: the buffer grows with the
+// bytes that arrive (frameReader.fill).
 const maxFrame = 64 << 20
 
+// frameChunk is the first size the buffer of a frameReader grows to when a
+// frame does not fit it; it doubles from there as the bytes arrive.
+const frameChunk = 64 << 10
+
 // frameReader splits a protobuf watch stream into frames. The frame it
-// returns is valid until the next call: its buffer is reused.
+// returns is valid until the next call: its buffer is reused. The buffer
+// keeps the capacity of the largest frame read.
 type frameReader struct {
 	r   io.Reader
 	buf []byte
@@ -459,17 +467,37 @@ func (f *frameReader) next() ([]byte, error) {
 	if n > maxFrame {
 		return nil, wireErr("watch frame of %d bytes exceeds the limit of %d", n, maxFrame)
 	}
-	if int(n) > cap(f.buf) {
-		f.buf = make([]byte, n, max(int(n), min(2*cap(f.buf), maxFrame)))
-	}
-	f.buf = f.buf[:n]
-	if _, err := io.ReadFull(f.r, f.buf); err != nil {
+	if err := f.fill(int(n)); err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
 		return nil, err
 	}
 	return f.buf, nil
+}
+
+// fill reads the n bytes of a frame into f.buf. A frame longer than the
+// buffer grows it as its bytes arrive, doubling from frameChunk up to n, so
+// a header that claims more than the stream holds costs about twice what
+// the stream sent, never what the header claimed. The copies cost O(n).
+func (f *frameReader) fill(n int) error {
+	f.buf = f.buf[:0]
+	for len(f.buf) < n {
+		if len(f.buf) == cap(f.buf) {
+			grown := make([]byte, len(f.buf), min(n, max(2*cap(f.buf), frameChunk)))
+			copy(grown, f.buf)
+			f.buf = grown
+		}
+		k, err := io.ReadFull(f.r, f.buf[len(f.buf):min(n, cap(f.buf))])
+		f.buf = f.buf[:len(f.buf)+k]
+		if err != nil {
+			if err == io.EOF && len(f.buf) > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+	}
+	return nil
 }
 
 // withoutManagedFields returns obj, an object's message, without the

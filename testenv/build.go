@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,8 +70,9 @@ func (e *BuildError) Error() string {
 // Unwrap returns Err.
 func (e *BuildError) Unwrap() error { return e.Err }
 
-// DefaultBinDir returns the folder that [Build] fills by default and that [Start] searches
-// last: ctrlkit/controlplane/<CacheKey()> under the user's cache folder (os.UserCacheDir).
+// DefaultBinDir returns the folder that [Build] fills by default and that [Start] uses when
+// no folder is named: ctrlkit/controlplane/<CacheKey()> under the user's cache folder
+// (os.UserCacheDir).
 func DefaultBinDir() (string, error) {
 	base, err := os.UserCacheDir()
 	if err != nil {
@@ -112,8 +114,16 @@ func Build(ctx context.Context, cfg BuildConfig) (string, error) {
 	if b.goCmd, err = findGo(cfg.Go); err != nil {
 		return "", err
 	}
+	_, statErr := os.Stat(dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("testenv: create %s: %w", dir, err)
+	}
+	if errors.Is(statErr, fs.ErrNotExist) {
+		// Start refuses a folder its group may write; a umask of 002 must not make the
+		// folder Build creates unusable.
+		if err := os.Chmod(dir, 0o755); err != nil {
+			return "", fmt.Errorf("testenv: create %s: %w", dir, err)
+		}
 	}
 	work, err := os.MkdirTemp("", "ctrlkit-controlplane-build-")
 	if err != nil {
@@ -191,6 +201,10 @@ func (b *builder) build(ctx context.Context, m cpbuild.Module, src, target strin
 		})
 	if err != nil {
 		return err
+	}
+	// The go command honours the umask; Start refuses a binary its group may write.
+	if err := os.Chmod(partial, 0o755); err != nil {
+		return fmt.Errorf("testenv: install %s: %w", m.Binary, err)
 	}
 	if err := os.Rename(partial, target); err != nil {
 		return fmt.Errorf("testenv: install %s: %w", m.Binary, err)

@@ -16,8 +16,10 @@
 // The binaries are built from Go modules by [Build], which the command
 // `go run github.com/ctrlkit/ctrlkit/testenv/cmd/controlplane` runs (from any module that
 // requires ctrlkit; `make controlplane` in ctrlkit's repository). Start finds them through
-// [Config.BinDir], the environment variable [BinEnv], the repository's cache folder
-// .cache/controlplane/<version key>/, or [DefaultBinDir], where Build puts them by default.
+// [Config.BinDir], else the environment variable [BinEnv], else [DefaultBinDir] (the user's
+// cache folder), where Build puts them by default; nowhere else (not the working directory
+// or its parents). Start refuses a folder or binary that is not owned by the current user or
+// root, or that its group or others may write ([UntrustedBinDirError]).
 //
 // One Env is meant to be shared by all tests of a package, started in TestMain
 // (see [RunTests]):
@@ -67,8 +69,9 @@ const BinEnv = "CTRLKIT_CONTROLPLANE_BIN"
 // AdminUser is the name of the user in group system:masters whose config [Env.Config] returns.
 const AdminUser = "admin"
 
-// CacheKey is the name of the folder, under .cache/controlplane, that holds the binaries of
-// this control-plane version.
+// CacheKey is the name of the folder that holds the binaries of this control-plane version,
+// under ctrlkit/controlplane in the user's cache folder ([DefaultBinDir]) and under
+// .cache/controlplane in ctrlkit's repository (where the Makefile points [BinEnv]).
 func CacheKey() string { return "kube-" + KubernetesVersion + "_etcd-" + EtcdVersion }
 
 // User is a static bearer-token user of the API server.
@@ -88,8 +91,8 @@ type Config struct {
 	// Users are extra static-token users besides AdminUser. They have no RBAC rights
 	// until a test grants them.
 	Users []User
-	// BinDir is the folder holding etcd and kube-apiserver. Empty means $CTRLKIT_CONTROLPLANE_BIN,
-	// then the repository cache folder, then [DefaultBinDir].
+	// BinDir is the folder holding etcd and kube-apiserver. Empty means $CTRLKIT_CONTROLPLANE_BIN
+	// when it is set, else [DefaultBinDir].
 	BinDir string
 	// StartTimeout bounds each wait for readiness when ctx has no earlier deadline.
 	// Zero means 2 minutes.
@@ -167,7 +170,7 @@ func (e *Env) setUp(ctx context.Context, binDir string, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	certDir := filepath.Join(e.dir, "certs")
+	certDir := filepath.Join(e.dir, certsDir)
 	e.etcdURL = fmt.Sprintf("http://127.0.0.1:%d", ports[0])
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
 	e.apiURL = fmt.Sprintf("https://127.0.0.1:%d", ports[2])
@@ -219,7 +222,7 @@ func (e *Env) setUp(ctx context.Context, binDir string, cfg Config) error {
 	if err := e.StartAPIServer(ctx); err != nil {
 		return err
 	}
-	ca, err := os.ReadFile(filepath.Join(certDir, "apiserver.crt"))
+	ca, err := os.ReadFile(filepath.Join(certDir, servingCertFile))
 	if err != nil {
 		return fmt.Errorf("testenv: read serving certificate: %w", err)
 	}
@@ -312,14 +315,52 @@ func (e *Env) StartAPIServer(ctx context.Context) error {
 	}
 	ctx, cancel := e.readyContext(ctx)
 	defer cancel()
-	client := &http.Client{Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // readiness probe only
-	}}
-	defer client.CloseIdleConnections()
-	return e.apiserver.waitUntil(ctx, 250*time.Millisecond, func(ctx context.Context) bool {
-		body, err := httpGet(ctx, client, e.apiURL+"/readyz", e.tokens[AdminUser])
-		return err == nil && strings.TrimSpace(body) == "ok"
-	})
+	p := &readyProbe{url: e.apiURL + "/readyz", certFile: filepath.Join(e.dir, certsDir, servingCertFile), token: e.tokens[AdminUser]}
+	defer p.close()
+	return e.apiserver.waitUntil(ctx, 250*time.Millisecond, p.ready)
+}
+
+// The folder, under Env.dir, where kube-apiserver writes its self-signed serving certificate
+// (--cert-dir), and the file name it gives it.
+const (
+	certsDir        = "certs"
+	servingCertFile = "apiserver.crt"
+)
+
+// readyProbe asks the API server's /readyz with the admin token, over TLS that trusts only
+// the serving certificate kube-apiserver wrote to certFile (in Env.dir, which only this user
+// can write): another server on the port gets no token. Until the file is there and parses,
+// the probe fails without connecting. Not goroutine-safe; close releases its connections.
+type readyProbe struct {
+	url      string
+	certFile string
+	token    string
+
+	client *http.Client // nil until certFile held a certificate
+}
+
+func (p *readyProbe) ready(ctx context.Context) bool {
+	if p.client == nil {
+		pem, err := os.ReadFile(p.certFile)
+		if err != nil {
+			return false
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return false // not written completely yet
+		}
+		p.client = &http.Client{Transport: &http.Transport{
+			TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+		}}
+	}
+	body, err := httpGet(ctx, p.client, p.url, p.token)
+	return err == nil && strings.TrimSpace(body) == "ok"
+}
+
+func (p *readyProbe) close() {
+	if p.client != nil {
+		p.client.CloseIdleConnections()
+	}
 }
 
 // StopAPIServer stops kube-apiserver with sig: SIGTERM for a graceful shutdown, SIGKILL for
@@ -380,40 +421,69 @@ func sweepStaleDirs() {
 }
 
 // findBinaries returns the folder holding etcd and kube-apiserver: dir when set, else
-// $CTRLKIT_CONTROLPLANE_BIN when set, else the first of the .cache/controlplane/<CacheKey()>
-// folders in the working directory and its parents, and DefaultBinDir, that holds both. An
-// explicit location must hold them: there is no silent fallback from it. The error names the
+// $CTRLKIT_CONTROLPLANE_BIN when set, else DefaultBinDir. It never searches the working
+// directory or its parents: a folder anyone can create there (under a shared /tmp, say) must
+// not decide what runs as the user. An explicit location must hold them: there is no silent
+// fallback from it. The folder and both binaries must pass checkBinDir. The error names the
 // command that builds them where Start looks.
 func findBinaries(dir string) (string, error) {
 	explicit := dir
 	if explicit == "" {
 		explicit = os.Getenv(BinEnv)
 	}
-	var candidates []string
-	if explicit != "" {
-		candidates = append(candidates, explicit)
-	} else {
-		if wd, err := os.Getwd(); err == nil {
-			for d := wd; ; d = filepath.Dir(d) {
-				candidates = append(candidates, filepath.Join(d, ".cache", "controlplane", CacheKey()))
-				if filepath.Dir(d) == d {
-					break
-				}
-			}
+	candidate := explicit
+	if candidate == "" {
+		d, err := DefaultBinDir()
+		if err != nil {
+			return "", fmt.Errorf("testenv: no folder holds etcd and kube-apiserver: %w; "+
+				"set %s or Config.BinDir to a folder holding them", err, BinEnv)
 		}
-		if d, err := DefaultBinDir(); err == nil {
-			candidates = append(candidates, d)
+		candidate = d
+	}
+	if !haveBinaries(candidate) {
+		return "", fmt.Errorf("testenv: etcd and kube-apiserver binaries not found (looked in %s); "+
+			"build them with `%s` (in a module that requires ctrlkit; in ctrlkit's repository, `make controlplane`), "+
+			"or set %s to a folder holding them",
+			candidate, buildCommand(explicit), BinEnv)
+	}
+	if err := checkBinDir(candidate); err != nil {
+		return "", err
+	}
+	return candidate, nil
+}
+
+// checkBinDir returns an *UntrustedBinDirError when dir, etcd or kube-apiserver in it is
+// owned by another user than the current one or root, or is writable by its group or by
+// others: whoever can write there chooses the code Start runs.
+func checkBinDir(dir string) error {
+	for _, path := range []string{dir, filepath.Join(dir, "etcd"), filepath.Join(dir, "kube-apiserver")} {
+		st, err := os.Stat(path)
+		if err != nil {
+			return fmt.Errorf("testenv: control-plane binaries: %w", err)
+		}
+		if st.Mode().Perm()&0o022 != 0 {
+			return &UntrustedBinDirError{Path: path, Reason: fmt.Sprintf("writable by its group or others (mode %v)", st.Mode().Perm())}
+		}
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) != os.Getuid() && sys.Uid != 0 {
+			return &UntrustedBinDirError{Path: path, Reason: fmt.Sprintf("owned by uid %d, not by the current user (uid %d) or root", sys.Uid, os.Getuid())}
 		}
 	}
-	for _, c := range candidates {
-		if haveBinaries(c) {
-			return c, nil
-		}
-	}
-	return "", fmt.Errorf("testenv: etcd and kube-apiserver binaries not found (looked in %s); "+
-		"build them with `%s` (in a module that requires ctrlkit; in ctrlkit's repository, `make controlplane`), "+
-		"or set %s to a folder holding them",
-		strings.Join(candidates, ", "), buildCommand(explicit), BinEnv)
+	return nil
+}
+
+// UntrustedBinDirError is the error [Start] returns when the folder of the control-plane
+// binaries, or a binary in it, could have been written by someone other than the current
+// user. Check for it with errors.As.
+type UntrustedBinDirError struct {
+	// Path is the folder or binary that failed the check.
+	Path string
+	// Reason says why: its owner or its mode.
+	Reason string
+}
+
+func (e *UntrustedBinDirError) Error() string {
+	return fmt.Sprintf("testenv: refusing to run the control plane from %s: %s; "+
+		"use a folder of your own that only you can write (chmod go-w), or rebuild the binaries there", e.Path, e.Reason)
 }
 
 func isExecutable(path string) bool {

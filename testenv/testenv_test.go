@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -35,8 +36,7 @@ func TestStartWithoutBinariesNamesTheBuildCommand(t *testing.T) {
 		t.Errorf("with %s set to an empty folder: %v, want it to name %s", BinEnv, err, want)
 	}
 
-	// Neither: the repository's cache folders up from the working directory, then the
-	// user cache folder, where the command builds by default.
+	// Neither: the user cache folder only, where the command builds by default.
 	t.Setenv(BinEnv, "")
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	wd := t.TempDir()
@@ -46,10 +46,118 @@ func TestStartWithoutBinariesNamesTheBuildCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = Start(context.Background(), Config{})
-	for _, want := range []string{command + "`", filepath.Join(wd, ".cache", "controlplane", CacheKey()), def + ")"} {
+	for _, want := range []string{command + "`", "looked in " + def + ")"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("with no folder named: error %v does not mention %q", err, want)
 		}
+	}
+}
+
+// plantBinaries writes etcd and kube-apiserver scripts into dir that create the file marker
+// when run (and then fail), so a test can tell whether Start ran them.
+func plantBinaries(t *testing.T, dir, marker string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"etcd", "kube-apiserver"} {
+		script := "#!/bin/sh\necho ran > '" + marker + "'\nexit 3\n"
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Binaries planted in .cache/controlplane/<key> of a parent of the working directory (a
+// shared /tmp, say, where anyone can create that folder) are never run: with no folder named,
+// Start looks in the user cache folder only.
+func TestStartIgnoresBinariesInParentFolders(t *testing.T) {
+	parent := t.TempDir()
+	marker := filepath.Join(t.TempDir(), "ran")
+	for _, d := range []string{parent, filepath.Join(parent, "a")} {
+		plantBinaries(t, filepath.Join(d, ".cache", "controlplane", CacheKey()), marker)
+	}
+	wd := filepath.Join(parent, "a", "b")
+	if err := os.MkdirAll(wd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(wd)
+	t.Setenv(BinEnv, "")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+
+	if dir, err := findBinaries(""); err == nil {
+		t.Fatalf("findBinaries found %s, want no binaries outside the user cache folder", dir)
+	}
+	_, err := Start(context.Background(), Config{})
+	if err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Fatalf("Start = %v, want binaries not found", err)
+	}
+	if strings.Contains(err.Error(), parent) {
+		t.Errorf("Start's error names a parent folder: %v", err)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("Start ran a binary planted in a parent folder")
+	}
+}
+
+// Start refuses binaries in a folder, or binaries, that another user could have written, and
+// runs none of them.
+func TestStartRefusesUntrustedBinDir(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		spoil  func(t *testing.T, dir string) string // returns the path the error must name
+		reason string
+	}{
+		{"world-writable folder", func(t *testing.T, dir string) string {
+			chmod(t, dir, 0o777)
+			return dir
+		}, "writable by its group or others"},
+		{"group-writable folder", func(t *testing.T, dir string) string {
+			chmod(t, dir, 0o775)
+			return dir
+		}, "writable by its group or others"},
+		{"group-writable binary", func(t *testing.T, dir string) string {
+			p := filepath.Join(dir, "kube-apiserver")
+			chmod(t, p, 0o775)
+			return p
+		}, "writable by its group or others"},
+		{"binary of another user", func(t *testing.T, dir string) string {
+			p := filepath.Join(dir, "etcd")
+			if err := os.Chown(p, 54321, -1); err != nil {
+				t.Skipf("cannot give a file to another user here: %v", err)
+			}
+			return p
+		}, "owned by uid 54321"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "bin")
+			marker := filepath.Join(t.TempDir(), "ran")
+			plantBinaries(t, dir, marker)
+			chmod(t, dir, 0o755)
+			path := tc.spoil(t, dir)
+			for _, how := range []string{"BinDir", BinEnv} {
+				cfg := Config{BinDir: dir}
+				if how == BinEnv {
+					cfg = Config{}
+					t.Setenv(BinEnv, dir)
+				}
+				_, err := Start(context.Background(), cfg)
+				var untrusted *UntrustedBinDirError
+				if !errors.As(err, &untrusted) || untrusted.Path != path || !strings.Contains(err.Error(), tc.reason) {
+					t.Errorf("with %s: Start = %v, want an UntrustedBinDirError for %s: %s", how, err, path, tc.reason)
+				}
+			}
+			if _, err := os.Stat(marker); err == nil {
+				t.Fatal("Start ran a binary from an untrusted folder")
+			}
+		})
+	}
+}
+
+func chmod(t *testing.T, path string, mode os.FileMode) {
+	t.Helper()
+	if err := os.Chmod(path, mode); err != nil {
+		t.Fatal(err)
 	}
 }
 
