@@ -61,7 +61,7 @@ func newReplica(cfg *rest.Config, id string, sharded bool, backendURL string, to
 	if sharded {
 		mc.Sharding = &manager.Sharding{
 			Namespace: shardNamespace, Group: shardGroup, Identity: id,
-			Slots: shardSlots,
+			Slots:         shardSlots,
 			LeaseDuration: shardLeaseDuration, RenewPeriod: shardRenewPeriod, RenewDeadline: shardRenewDeadline,
 		}
 	}
