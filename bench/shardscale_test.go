@@ -33,14 +33,24 @@ import (
 )
 
 // BenchmarkShardScale runs 1, 2 and 4 replicas of one sharded controller
-// (manager.Config.Sharding, a ConfigMap informer sharded ShardByObject by
-// UID, AddSharded, 16 workers, a reconcile that sleeps 5 ms) over the same
-// shardObjects ConfigMaps of 1 KiB, each replica a process of its own (this
-// test binary started again), against two control planes: "server" with
-// kube-apiserver's ShardedListAndWatch gate on (the server filters each
-// replica's list and watch) and "client" with it off (every replica receives
-// everything and keeps its shard). Per sub-benchmark, once the replicas have
-// split the keys and reconciled each once:
+// (manager.Config.Sharding, a ConfigMap informer of every namespace sharded
+// ShardByObject, AddSharded, 16 workers, a reconcile that sleeps 5 ms) over
+// the same shardObjects ConfigMaps of 1 KiB, spread evenly over
+// shardNamespaces namespaces, each replica a process of its own (this test
+// binary started again), against one control plane with kube-apiserver's
+// ShardedListAndWatch gate on. Two modes, by Sharding.Field:
+//
+//   - "namespace": reflector.ShardByNamespace; the server filters each
+//     replica's list and watch by namespace (KEP-5866). 64 namespaces over
+//     64 slots do not split evenly among the replicas (a namespace is never
+//     split, and the hashes of 64 names leave some slots empty, others with
+//     two or three): share says by how much.
+//   - "name": reflector.ShardByName (the manager's default); the server
+//     cannot filter by name, so every replica receives everything and keeps
+//     its shard of the keys.
+//
+// Per sub-benchmark, once the replicas have split the keys and reconciled
+// each once:
 //
 //   - heap-B: the largest replica's live heap (HeapAlloc after a GC) minus
 //     its own before its manager ran: what its cache and work hold;
@@ -56,13 +66,16 @@ import (
 //
 //	CTRLKIT_CONTROLPLANE_BIN=... go test -tags e2e -run '^$' -bench BenchmarkShardScale -benchtime 1x -count 3 -timeout 30m ./bench/
 func BenchmarkShardScale(b *testing.B) {
-	for _, mode := range []string{"server", "client"} {
-		b.Run(mode, func(b *testing.B) {
-			e := shardEnvFor(b, mode == "server")
+	for _, mode := range []struct{ name, field, filtering string }{
+		{"namespace", reflector.ShardByNamespace, reflector.ShardFilteringServer},
+		{"name", reflector.ShardByName, reflector.ShardFilteringClient},
+	} {
+		b.Run(mode.name, func(b *testing.B) {
+			e := shardEnvFor(b)
 			for _, n := range []int{1, 2, 4} {
 				b.Run("impl=r"+strconv.Itoa(n), func(b *testing.B) {
 					for range b.N {
-						res, err := e.run(n)
+						res, err := e.run(n, mode.field)
 						if err != nil {
 							b.Fatal(err)
 						}
@@ -70,8 +83,8 @@ func BenchmarkShardScale(b *testing.B) {
 						b.ReportMetric(res.recv, "recv-B")
 						b.ReportMetric(res.drain, "drain-ms")
 						b.ReportMetric(res.share, "share")
-						if mode == "server" && res.filtering != reflector.ShardFilteringServer && n > 1 {
-							b.Fatalf("filtering %q with the gate on", res.filtering)
+						if n > 1 && res.filtering != mode.filtering {
+							b.Fatalf("Field %s: filtering %q, want %q", mode.field, res.filtering, mode.filtering)
 						}
 					}
 				})
@@ -83,9 +96,13 @@ func BenchmarkShardScale(b *testing.B) {
 var shardObjects = 20000
 
 const (
-	shardNamespace = "shard-scale"
-	shardWorkers   = 16
-	shardWork      = 5 * time.Millisecond
+	// shardNamespace holds the replicas' Leases; the ConfigMaps are in
+	// shardNamespaces namespaces (shardNamespaceOf), labelled shardLabel.
+	shardNamespace  = "shard-scale"
+	shardNamespaces = 64
+	shardLabel      = "ctrlkit-bench=shard-scale"
+	shardWorkers    = 16
+	shardWork       = 5 * time.Millisecond
 )
 
 type shardEnv struct {
@@ -95,47 +112,47 @@ type shardEnv struct {
 }
 
 var (
-	shardEnvs   = map[bool]*shardEnv{}
-	shardEnvErr = map[bool]error{}
-	shardEnvMu  sync.Mutex
+	shardEnvOnce *shardEnv
+	shardEnvErr  error
+	shardEnvMu   sync.Mutex
 )
 
-// shardEnvFor returns the control plane of a gate setting, started and
-// filled on first use, shared by the rounds of -count, stopped by TestMain.
-func shardEnvFor(b *testing.B, gate bool) *shardEnv {
+// shardEnvFor returns the control plane, started and filled on first use,
+// shared by both modes and the rounds of -count, stopped by TestMain.
+func shardEnvFor(b *testing.B) *shardEnv {
 	shardEnvMu.Lock()
 	defer shardEnvMu.Unlock()
-	if e, ok := shardEnvs[gate]; ok || shardEnvErr[gate] != nil {
-		if e == nil {
-			b.Fatal(shardEnvErr[gate])
+	if shardEnvOnce == nil && shardEnvErr == nil {
+		if testing.Short() {
+			shardObjects = 4000
 		}
-		return e
+		shardEnvOnce, shardEnvErr = startShardEnv()
 	}
-	if testing.Short() {
-		shardObjects = 4000
+	if shardEnvErr != nil {
+		b.Fatal(shardEnvErr)
 	}
-	e, err := startShardEnv(gate)
-	shardEnvs[gate], shardEnvErr[gate] = e, err
-	if err != nil {
-		b.Fatal(err)
-	}
-	return e
+	return shardEnvOnce
 }
 
 func stopShardEnvs() {
-	for _, e := range shardEnvs {
-		if e != nil {
-			e.env.Stop()
-		}
+	if shardEnvOnce != nil {
+		shardEnvOnce.env.Stop()
 	}
 }
 
-func startShardEnv(gate bool) (_ *shardEnv, err error) {
+// shardNamespaceOf is the namespace of the i-th ConfigMap: shardNamespace
+// and 8 hex digits that differ from namespace to namespace throughout, as
+// generated names do. Not a sequence (-00 to -63): the server places a
+// namespace by plain 64-bit FNV-1a (KEP-5866), whose high bits barely move
+// with the last bytes, and the 64 names shard-scale-00 to -63 fall into 2
+// of the 64 slots: one or two replicas would hold every object.
+func shardNamespaceOf(i int) string {
+	return fmt.Sprintf("%s-%08x", shardNamespace, uint32(reflector.HashKey("", strconv.Itoa(i%shardNamespaces))))
+}
+
+func startShardEnv() (_ *shardEnv, err error) {
 	ctx := context.Background()
-	cfg := testenv.Config{}
-	if gate {
-		cfg.APIServerFlags = []string{"--feature-gates=ShardedListAndWatch=true"}
-	}
+	cfg := testenv.Config{APIServerFlags: []string{"--feature-gates=ShardedListAndWatch=true"}}
 	env, err := testenv.Start(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -151,9 +168,16 @@ func startShardEnv(gate bool) (_ *shardEnv, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: shardNamespace}}, metav1.CreateOptions{}); err != nil {
-		return nil, err
+	for i := -1; i < shardNamespaces; i++ {
+		ns := shardNamespace
+		if i >= 0 {
+			ns = shardNamespaceOf(i)
+		}
+		if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			return nil, err
+		}
 	}
+	labelKey, labelValue, _ := strings.Cut(shardLabel, "=")
 	value := strings.Repeat("x", 1024)
 	var next atomic.Int64
 	errs := make(chan error, srvWriters)
@@ -165,8 +189,9 @@ func startShardEnv(gate bool) (_ *shardEnv, err error) {
 				if i >= int64(shardObjects) {
 					return
 				}
-				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%05d", i)}, Data: map[string]string{"v": value}}
-				if _, err := client.CoreV1().ConfigMaps(shardNamespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+				ns := shardNamespaceOf(int(i))
+				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%05d", i), Namespace: ns, Labels: map[string]string{labelKey: labelValue}}, Data: map[string]string{"v": value}}
+				if _, err := client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 					errs <- err
 					next.Store(int64(shardObjects))
 					return
@@ -214,9 +239,9 @@ type shardProc struct {
 	done  chan struct{}
 }
 
-// run starts n replicas, waits until they have split the keys and reconciled
-// each once, then measures.
-func (e *shardEnv) run(n int) (res shardResult, err error) {
+// run starts n replicas sharding by field, waits until they have split the
+// keys and reconciled each once, then measures.
+func (e *shardEnv) run(n int, field string) (res shardResult, err error) {
 	group := fmt.Sprintf("g%d", time.Now().UnixNano())
 	procs := make([]*shardProc, n)
 	defer func() {
@@ -229,7 +254,7 @@ func (e *shardEnv) run(n int) (res shardResult, err error) {
 	}()
 	for i := range procs {
 		cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
-		cmd.Env = append(os.Environ(), "CTRLKIT_SHARD_REPLICA=r"+strconv.Itoa(i), "CTRLKIT_SHARD_GROUP="+group, "CTRLKIT_SHARD_KUBECONFIG="+e.kubeconfig)
+		cmd.Env = append(os.Environ(), "CTRLKIT_SHARD_REPLICA=r"+strconv.Itoa(i), "CTRLKIT_SHARD_GROUP="+group, "CTRLKIT_SHARD_KUBECONFIG="+e.kubeconfig, "CTRLKIT_SHARD_FIELD="+field)
 		cmd.Stderr = os.Stderr
 		stdin, err := cmd.StdinPipe()
 		if err != nil {
@@ -371,14 +396,14 @@ func runShardReplica() int {
 	var recv atomic.Int64
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt, &recv} }
 	m, err := manager.New(manager.Config{RESTConfig: cfg, Sharding: &manager.Sharding{
-		Namespace: shardNamespace, Group: os.Getenv("CTRLKIT_SHARD_GROUP"), Identity: id,
+		Namespace: shardNamespace, Group: os.Getenv("CTRLKIT_SHARD_GROUP"), Identity: id, Field: os.Getenv("CTRLKIT_SHARD_FIELD"),
 		LeaseDuration: 4 * time.Second, RenewPeriod: 400 * time.Millisecond, RenewDeadline: 2500 * time.Millisecond,
 	}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	inf, err := manager.Typed(m, manager.Options[*corev1.ConfigMap]{Namespace: shardNamespace, Shard: manager.ShardByObject, Transform: reflector.StripManagedFields[*corev1.ConfigMap]})
+	inf, err := manager.Typed(m, manager.Options[*corev1.ConfigMap]{LabelSelector: shardLabel, Shard: manager.ShardByObject, Transform: reflector.StripManagedFields[*corev1.ConfigMap]})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
