@@ -37,7 +37,10 @@ import (
 //     owners and children alike (an owner reference never crosses
 //     namespaces), and is filtered by the server for every informer
 //     (KEP-5866, where the ShardedListAndWatch gate is on); it balances only
-//     as well as the namespaces do. Cluster-scoped resources cannot be
+//     as well as the namespaces do, and namespaces named in a sequence
+//     (team-01, team-02, ...) crowd into few slots: the server's hash
+//     (FNV-1a, which ShardByName mixes further) barely moves its high bits
+//     with the last characters. Cluster-scoped resources cannot be
 //     sharded by namespace: Typed and the others refuse.
 //
 // reflector.ShardByUID is refused: a controller's keys are names, and a name
