@@ -323,11 +323,13 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() string) 
 	}
 }
 
-// backendHas returns "" if the backend holds exactly want for the keys of ns.
+// backendHas returns "" if the backend holds exactly want for the keys of ns,
+// whatever owner UID each names.
 func backendHas(b *testBackend, ns string, want ...backend.Network) string {
 	var got []backend.Network
 	for _, n := range b.Networks() {
 		if n.Namespace == ns {
+			n.Owner = ""
 			got = append(got, n)
 		}
 	}
