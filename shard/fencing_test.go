@@ -218,3 +218,38 @@ func TestDuplicateIdentityRefused(t *testing.T) {
 		}
 	})
 }
+
+// TestJoinAfterACrash: a member that joins a group while the Lease of a
+// member that crashed is still there (unchanged, yet not expired in the
+// joiner's eyes, which first saw it just now) assigns the slots as the members
+// that saw the crash do: the crashed member is no member until its Lease is
+// seen to change, and no slot stays without a holder past a few rounds.
+func TestJoinAfterACrash(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		client := fake.NewClientset()
+		o := &owners{slots: 16, by: map[int]map[string]bool{}}
+		crashed := newTestMember(t, client, "c", &owners{slots: 16, by: map[int]map[string]bool{}})
+		a := newTestMember(t, client, "a", o)
+		runMember(t, a)
+		for range 3 { // c takes part, then dies holding its share
+			if err := crashed.round(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		time.Sleep(5 * time.Second) // a sees c's Lease expire and holds everything
+		synctest.Wait()
+		if st := a.Status(); st.Slots != 16 {
+			t.Fatalf("a holds %d of 16 slots after c's Lease expired", st.Slots)
+		}
+		b := newTestMember(t, client, "b", o)
+		runMember(t, b)
+		time.Sleep(2 * time.Second) // four of b's rounds: well within c's Lease duration in b's eyes
+		synctest.Wait()
+		owned, doubles := o.count()
+		sa, sb := a.Status(), b.Status()
+		if owned != 16 || doubles != 0 || sa.Slots != 8 || sb.Slots != 8 {
+			t.Fatalf("2 s after b joined: %d of 16 slots held (%d doubles), a %d, b %d", owned, doubles, sa.Slots, sb.Slots)
+		}
+	})
+}

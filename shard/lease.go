@@ -20,22 +20,23 @@ import (
 type sighting struct {
 	version string
 	since   time.Time
+	changed bool // seen to change since the first sighting
 }
 
 // observe records that the Lease l was read at now (after the answer came)
-// and returns since when, by this process's clock, it has been unchanged.
-// Requires Run's goroutine.
-func (m *Member) observe(l *coordinationv1.Lease, now time.Time) time.Time {
+// and returns since when, by this process's clock, it has been unchanged, and
+// whether it was seen to change. Requires Run's goroutine.
+func (m *Member) observe(l *coordinationv1.Lease, now time.Time) (since time.Time, changed bool) {
 	v := l.ResourceVersion
 	if l.Spec.RenewTime != nil {
 		v += "@" + l.Spec.RenewTime.UTC().Format(time.RFC3339Nano)
 	}
 	s, ok := m.seen[l.Name]
 	if !ok || s.version != v {
-		s = sighting{version: v, since: now}
+		s = sighting{version: v, since: now, changed: ok}
 		m.seen[l.Name] = s
 	}
-	return s.since
+	return s.since, s.changed
 }
 
 // leaseDuration is how long a Lease counts live unchanged: what it states, at
@@ -65,14 +66,18 @@ func (m *Member) read(ctx context.Context) ([]lease, error) {
 	for i := range list.Items {
 		l := &list.Items[i]
 		present[l.Name] = true
-		since := m.observe(l, now)
+		since, changed := m.observe(l, now)
 		identity, ok := strings.CutPrefix(l.Name, prefix)
 		if l.Name == m.name || !ok || identity == "" {
 			continue // this member's own, or not a member's: no identity to assign slots to
 		}
+		if !(now.Sub(since) < m.leaseDuration(l)) {
+			m.collect(ctx, l)
+		}
 		out = append(out, lease{
 			identity: identity,
 			live:     now.Sub(since) < m.leaseDuration(l),
+			member:   changed && now.Sub(since) < m.leaseDuration(l),
 			claimed:  parseSlots(l.Annotations[claimAnnotation]),
 			held:     parseSlots(l.Annotations[holdAnnotation]),
 		})
@@ -118,7 +123,7 @@ func (m *Member) write(ctx context.Context, claimed, held map[int]bool) (renewed
 			if m.wrote {
 				return time.Time{}, ErrDuplicateIdentity
 			}
-			since := m.observe(cur, time.Now())
+			since, _ := m.observe(cur, time.Now())
 			if m.foreignSince.IsZero() {
 				m.foreignSince = since
 			}
@@ -140,4 +145,25 @@ func (m *Member) write(ctx context.Context, claimed, held map[int]bool) (renewed
 	}
 	m.wrote = true
 	return sent, nil
+}
+
+// collect deletes the Lease l of another member, which this member has seen
+// unchanged for its duration: that member stopped working on its slots before
+// (at its RenewDeadline), and a member that joins now need not wait a
+// LeaseDuration of its own to count it dead. The delete holds only if the Lease
+// is still the version seen (a renewal since makes it fail); its member, if it
+// comes back, writes it again. Errors are only logged.
+func (m *Member) collect(ctx context.Context, l *coordinationv1.Lease) {
+	opts := metav1.DeleteOptions{}
+	if rv := l.ResourceVersion; rv != "" {
+		opts.Preconditions = &metav1.Preconditions{ResourceVersion: &rv}
+	}
+	err := m.cfg.Client.CoordinationV1().Leases(l.Namespace).Delete(ctx, l.Name, opts)
+	switch {
+	case err == nil:
+		m.cfg.Logger.Info("expired shard Lease deleted", "lease", l.Name)
+		delete(m.seen, l.Name)
+	case !apierrors.IsNotFound(err) && !apierrors.IsConflict(err):
+		m.cfg.Logger.V(1).Info("deleting an expired shard Lease", "lease", l.Name, "err", err)
+	}
 }

@@ -410,8 +410,15 @@ func (m *Member) dropAll(ctx context.Context) {
 
 // lease is what a round reads of one member's Lease.
 type lease struct {
-	identity        string
-	live            bool
+	identity string
+	// live: the Lease may still be renewed (it changed within its duration,
+	// as this member saw it), so the slots it names are fenced. member: it
+	// was also seen to change at least once, so it takes part in the
+	// assignment. A Lease seen for the first time is live but no member until
+	// it changes: a dead member's Lease, found by a member that just started,
+	// would otherwise keep its slots assigned to nobody alive for a
+	// LeaseDuration.
+	live, member    bool
 	claimed, held   map[int]bool
 	resourceVersion string
 }
@@ -426,7 +433,7 @@ func (m *Member) round(ctx context.Context) error {
 	}
 	members := []string{m.cfg.Identity}
 	for _, o := range others {
-		if o.live {
+		if o.member {
 			members = append(members, o.identity)
 		}
 	}

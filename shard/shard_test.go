@@ -241,7 +241,14 @@ func TestCallbackPanics(t *testing.T) {
 		t.Fatalf("after Grant panicked the member holds %d slots, want 4", st.Slots)
 	}
 	// A second member takes a share: the first must revoke, which panics.
+	// (It counts b a member once it has seen b's Lease change.)
 	other := newTestMember(t, client, "b", &owners{slots: 4, by: map[int]map[string]bool{}})
+	if err := other.round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.round(ctx); err != nil || revokes != 0 {
+		t.Fatalf("round before b is a member: %v (%d revokes)", err, revokes)
+	}
 	if err := other.round(ctx); err != nil {
 		t.Fatal(err)
 	}
