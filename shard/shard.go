@@ -35,6 +35,10 @@
 // A member that dies holds its slots until the others have seen its Lease
 // unchanged for its duration, which bounds the take-over; a Lease nobody
 // renews, whatever it states, stalls its slots for MaxLeaseDuration at most.
+// A member deletes a Lease it has seen expire (on its resourceVersion: a
+// renewal since keeps it), and counts a Lease it sees for the first time in
+// the assignment only once it has seen it change, so that a member that joins
+// later does not wait a LeaseDuration of its own for a dead member's slots.
 package shard
 
 import (
